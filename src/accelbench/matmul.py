@@ -1,0 +1,8 @@
+"""TODO"""
+
+def add_arguments(p):
+    pass
+
+
+def cli(args):
+    raise NotImplementedError

@@ -1,0 +1,22 @@
+rule amp:
+    input:
+        run=f"{RUN_DIR}/run.json",
+        devices=f"{RUN_DIR}/devices.json",
+        matmul=f"{RUN_DIR}/matmul_{{backend}}.csv",
+    output:
+        steps=f"{RUN_DIR}/amp_{{backend}}_steps.csv",
+        summary=f"{RUN_DIR}/amp_{{backend}}_summary.csv",
+    log:
+        f"{RUN_DIR}/logs/amp_{{backend}}.log",
+    threads: bench_threads
+    resources:
+        mem_mb=8000,
+        runtime=60,
+        gpu=gpu_count,
+        bench=1,
+    params:
+        launch=launcher,
+    shell:
+        "{params.launch} accelbench amp --run-file {input.run:q} --devices {input.devices:q}"
+        " --backend {wildcards.backend} --threads {threads}"
+        " --steps-out {output.steps:q} --summary-out {output.summary:q} > {log:q} 2>&1"
