@@ -5,6 +5,7 @@ rule amp:
         matmul=f"{RUN_DIR}/matmul_{{backend}}.csv",
     output:
         steps=f"{RUN_DIR}/amp_{{backend}}_steps.csv",
+        trials=f"{RUN_DIR}/amp_{{backend}}_trials.csv",
         summary=f"{RUN_DIR}/amp_{{backend}}_summary.csv",
     log:
         f"{RUN_DIR}/logs/amp_{{backend}}.log",
@@ -19,4 +20,4 @@ rule amp:
     shell:
         "{params.launch} accelbench amp --run-file {input.run:q} --devices {input.devices:q}"
         " --backend {wildcards.backend} --threads {threads}"
-        " --steps-out {output.steps:q} --summary-out {output.summary:q} > {log:q} 2>&1"
+        " --steps-out {output.steps:q} --trials-out {output.trials:q} --summary-out {output.summary:q} > {log:q} 2>&1"

@@ -1,6 +1,6 @@
 # Aggregation, plots and the HTML report run on the host over every run under results/.
 PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss"]
-TABLES = ["runs", "devices", "matmul", "warmup", "transfer", "amp_steps", "amp_summary"]
+TABLES = ["runs", "devices", "matmul", "warmup", "transfer", "amp_steps", "amp_trials", "amp_summary"]
 
 
 rule aggregate:
