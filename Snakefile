@@ -12,6 +12,12 @@ configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    backend="cpu|cuda|rocm|mps|xla",
+
+
 include: "workflow/rules/detect.smk"
 include: "workflow/rules/benchmarks.smk"
 include: "workflow/rules/amp.smk"

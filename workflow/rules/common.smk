@@ -1,4 +1,4 @@
-# Helpers shared by every rule file: config check, run id, paths, threads, resources, launcher.
+# Helpers shared by all .smk files: config check, run id, paths, threads, resources, launcher.
 import json
 import os
 import re
@@ -36,10 +36,6 @@ ACCEL_BACKENDS = [b for b in BACKENDS if b != "cpu"]
 REPORT_HTML = f"{RESULTS}/report.html"
 
 
-wildcard_constraints:
-    backend="cpu|cuda|rocm|mps|xla",
-
-
 def git_commit():
     try:
         out = subprocess.run(
@@ -64,6 +60,16 @@ def bench_threads(wildcards):
 def gpu_count(wildcards):
     """SLURM's --gpus / local --resources gpu=N: one GPU stage holds the GPUs it sweeps."""
     return 1 if wildcards.backend in ("cuda", "rocm") else 0
+
+
+def gpu_model(wildcards):
+    """SLURM plugin resource gpu_model (-> sbatch --gpus=<model>:1) for GPU stages when
+    config cluster.gpu_model names one; None (unset) otherwise, so CPU stages never ask for a GPU."""
+    return (config["cluster"]["gpu_model"] or None) if gpu_count(wildcards) else None
+
+
+# detect runs where the GPU stages run, so devices.json describes their GPUs, not a CPU node's.
+DETECT_GPUS = 1 if GPU_BACKENDS else 0
 
 
 def launcher(wildcards):

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs, then run it. The README's test command and CI's.
+#   bash tests/run.sh            # all tests, real Podman, SLURM and Chromium included (needs root + apt)
+#   bash tests/run.sh -k config  # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+# 1. Python: a venv with the CPU build of torch (taken from the local wheel cache where present)
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm]'
+export PATH="$ROOT/.venv/bin:$PATH"
+
+# 2. System tools for the real-tool tests: Podman (containers), SLURM (cluster), Chromium (report)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  bash .ci/setup-system.sh
+else
+  echo "tests/run.sh: not root or no apt-get: the container, SLURM and browser tests need podman, slurm and chromium installed" >&2
+fi
+
+# 3. The tests
+exec python -m pytest -ra "$@"

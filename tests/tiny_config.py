@@ -1,0 +1,26 @@
+"""A tiny but complete config for tests that run the real pipeline (seconds per stage on 2 cores)."""
+
+TINY = {
+    "run": "tiny",
+    "backends": ["cpu"],
+    "cpu_threads": 1,
+    "seed": 0,
+    "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+    "matmul": {
+        "sizes": [64, 128],
+        "dtypes": ["float32", "bfloat16"],
+        "min_run_time_s": 0.05,
+        "point_budget_s": 2.0,
+    },
+    "transfer": {"sizes_mb": [1]},
+    "amp": {
+        "workloads": ["mlp", "transformer"],
+        "seeds": [0, 1],
+        "steps": 12,
+        "warmup_steps": 2,
+        "batch_size": 32,
+        "data": {"n_train": 256, "n_test": 128, "n_features": 16, "n_classes": 4},
+        "mlp": {"hidden": 32, "layers": 2},
+        "transformer": {"d_model": 16, "n_heads": 2, "ff": 32, "seq_len": 4, "layers": 1},
+    },
+}
