@@ -1,0 +1,123 @@
+"""The report in a real browser: headless Chromium (Debian's chromium + chromedriver, driven by Selenium).
+
+Checks what a reader sees: every figure decoded (naturalWidth > 0), no console error, no request
+leaving the page (only data: and file: URLs in Chromium's network log), and the summary above the
+fold at 1366x768, kept as a screenshot (ACCELBENCH_SCREENSHOT_DIR, default tests/artifacts/).
+
+Needs ``bash .ci/setup-browser.sh`` (root, apt). Without chromium the tests are skipped, or fail
+when ACCELBENCH_REQUIRE_BROWSER=1 (CI sets it so a missing browser cannot pass silently).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fixture_runs import build
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+WIDTH, HEIGHT = 1366, 768
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-default-apps", "--disable-extensions", "--no-default-browser-check", "--disable-dev-shm-usage",
+         f"--window-size={WIDTH},{HEIGHT}"]
+
+
+def screenshot_dir() -> Path:
+    d = Path(os.environ.get("ACCELBENCH_SCREENSHOT_DIR") or Path(__file__).parent / "artifacts")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    if missing:
+        msg = f"needs {', '.join(missing)}: run bash .ci/setup-browser.sh"
+        if os.environ.get("ACCELBENCH_REQUIRE_BROWSER") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    yield driver
+    driver.quit()
+
+
+def open_report(driver, report: Path) -> dict:
+    """Load the report in a fresh page; return its console messages and the URLs it requested."""
+    driver.get("about:blank")
+    driver.get_log("performance")  # drop whatever the browser's start page did
+    driver.get_log("browser")
+    driver.get(report.resolve().as_uri())
+    driver.execute_script("return document.readyState")  # get() returns after the load event
+    requests, failed = [], []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requests.append(message["params"]["request"]["url"])
+        elif message["method"] == "Network.loadingFailed":
+            failed.append(message["params"])
+    return {"console": driver.get_log("browser"), "requests": requests, "failed": failed}
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
+    return lambda name: build(base, name)
+
+
+@pytest.mark.parametrize("name", ["two_runs", "incomplete"])
+def test_report_in_chromium(browser, fixtures, name):
+    report = fixtures(name)["report"]
+    seen = open_report(browser, report)
+
+    assert browser.execute_script("return document.readyState") == "complete"
+    images = browser.execute_script(
+        "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
+    assert len(images) == 7
+    broken = [alt for alt, complete, width in images if not complete or width <= 0]
+    assert not broken, f"figures not decoded: {broken}"
+
+    errors = [m for m in seen["console"] if m.get("level") in ("SEVERE", "ERROR")]
+    assert not errors, errors
+    assert seen["requests"], "the network log recorded nothing: the check would be blind"
+    outside = [u for u in seen["requests"] if not u.startswith(("data:", "file:"))]
+    assert not outside, f"requests leaving the page: {outside[:5]}"
+    assert report.resolve().as_uri() in seen["requests"]
+    assert not seen["failed"], seen["failed"][:3]
+
+    assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == [WIDTH, HEIGHT]
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= WIDTH, "horizontal scrolling"
+    boxes = browser.execute_script("""
+        const box = id => { const r = document.getElementById(id).getBoundingClientRect();
+                            return {top: r.top, bottom: r.bottom, height: r.height}; };
+        return {matmul: box('summary-matmul'), speedup: box('summary-speedup'), amp: box('summary-amp')};""")
+    path = screenshot_dir() / f"report-{name}-{WIDTH}x{HEIGHT}.png"
+    browser.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    if name == "two_runs":
+        # the whole summary (best TFLOP/s, CPU speedup, AMP verdicts) is visible without scrolling
+        for card, box in boxes.items():
+            assert box["height"] > 50 and 0 <= box["top"] and box["bottom"] <= HEIGHT, (card, box)
+    else:
+        banner = browser.execute_script(
+            "const r = document.getElementById('incomplete').getBoundingClientRect(); return [r.top, r.bottom];")
+        assert 0 <= banner[0] < banner[1] <= HEIGHT  # the warning is the first thing seen
+        assert "matmul_cuda.csv" in browser.find_element("id", "incomplete").text

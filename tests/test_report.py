@@ -1,0 +1,234 @@
+"""accelbench report: one self-contained page whose summary numbers are the fixture's numbers,
+with every run compared, flagged points visible and explained, and incomplete data announced."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pandas as pd
+import pytest
+
+from accelbench import summary as S
+from accelbench.plots import FIGURES
+from fixture_runs import add_absent_backend, build, write_cpu_run
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
+    return lambda name: build(base, name)
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, its text, and the id of the section it is in."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements, self.stack, self.section = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "section":
+            self.section = attrs.get("id")
+        el = {"tag": tag, "attrs": attrs, "text": "", "section": self.section}
+        self.elements.append(el)
+        if tag not in ("img", "meta", "link", "br", "input"):
+            self.stack.append(el)
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            if self.stack.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for el in self.stack:
+            el["text"] += data
+
+
+def parse(html: str) -> list[dict]:
+    p = Elements()
+    p.feed(html)
+    return p.elements
+
+
+def raw_table(results, pattern: str) -> pd.DataFrame:
+    """Every run's files matching ``pattern`` read straight from the fixture, not through aggregate."""
+    return pd.concat([pd.read_csv(p) for p in sorted(results.glob(f"*/{pattern}"))], ignore_index=True)
+
+
+def test_summary_best_tflops_are_the_fixture_numbers(fixtures):
+    built = fixtures("two_runs")
+    html = built["report"].read_text()
+    els = parse(html)
+    cells = [e for e in els if e["section"] == "summary" and "data-tflops" in e["attrs"]]
+    raw = raw_table(built["results"], "matmul_*.csv")
+    trusted = raw[raw["status"].isin(["ok", "unstable"])]
+    expected = trusted.loc[trusted.groupby(["run_id", "device", "dtype"])["tflops"].idxmax()]
+    assert len(cells) == len(expected) == 11
+    got = {(c["attrs"]["data-run"], c["attrs"]["data-device"], c["attrs"]["data-dtype"]): c for c in cells}
+    for _, r in expected.iterrows():
+        cell = got[(r["run_id"], r["device"], r["dtype"])]
+        assert float(cell["attrs"]["data-tflops"]) == pytest.approx(r["tflops"], rel=1e-9)
+        assert S.fmt_num(r["tflops"]) in cell["text"]
+        if r["pct_of_peak"] == r["pct_of_peak"]:
+            assert f"{S.fmt_num(r['pct_of_peak'], 2)}% of peak" in cell["text"]
+        assert f"n={int(r['n'])}" in cell["text"]
+    # the H100's FP16 best is not the invalid 131%-of-peak point at n=256
+    h100_fp16 = got[("gpu-node-h100", "cuda:0", "float16")]
+    assert "n=256" not in h100_fp16["text"] and float(h100_fp16["attrs"]["data-pct"]) < 100
+    assert "735" in h100_fp16["text"]
+
+
+def test_summary_speedup_is_cpu_time_over_gpu_time(fixtures):
+    built = fixtures("two_runs")
+    els = parse(built["report"].read_text())
+    cells = {(e["attrs"]["data-dtype"], int(e["attrs"]["data-n"])): e for e in els
+             if e["section"] == "summary" and "data-n" in e["attrs"]}
+    raw = raw_table(built["results"], "matmul_*.csv")
+    run = raw[(raw["run_id"] == "gpu-node-h100") & raw["status"].isin(["ok", "unstable"])]
+    cpu = run[run["backend"] == "cpu"].set_index(["dtype", "n"])["median_s"]
+    gpu = run[run["backend"] == "cuda"].set_index(["dtype", "n"])["median_s"]
+    common = sorted(set(cpu.index) & set(gpu.index))
+    assert ("float32", 4096) in common and len(common) == 9
+    for key in common:
+        expected = cpu[key] / gpu[key]
+        assert float(cells[key]["attrs"]["data-speedup"]) == pytest.approx(expected, rel=1e-9)
+        assert cells[key]["text"].strip() == S.fmt_num(expected) + "×"
+    # float16 at n=256 is flagged invalid on the GPU: shown as a dash, not as a speedup
+    assert "data-speedup" not in cells[("float16", 256)]["attrs"] and cells[("float16", 256)]["text"].strip() == "—"
+
+
+def test_summary_amp_verdicts(fixtures):
+    built = fixtures("two_runs")
+    els = parse(built["report"].read_text())
+    rows = [e for e in els if e["section"] == "summary" and e["tag"] == "tr" and "data-mode" in e["attrs"]]
+    raw = raw_table(built["results"], "amp_*_summary.csv")
+    amp = raw[raw["mode"].isin(["amp_bf16", "amp_fp16"])]
+    assert len(rows) == len(amp) == 6
+    for _, r in amp.iterrows():
+        (row,) = [x for x in rows if (x["attrs"]["data-run"], x["attrs"]["data-device"], x["attrs"]["data-workload"],
+                                       x["attrs"]["data-mode"]) == (r["run_id"], r["device"], r["workload"], r["mode"])]
+        assert float(row["attrs"]["data-speedup"]) == pytest.approx(r["speedup"])
+        assert S.fmt_num(r["speedup"]) + "×" in row["text"]
+        assert ("✓ faster" in row["text"]) == bool(r["faster"])
+    html = built["report"].read_text()
+    headline = html[html.index('<ul class="headlines">'):html.index("</ul>", html.index('<ul class="headlines">'))]
+    assert "cuda:0 H100 80GB HBM3" in headline and "1,310 TFLOP/s" in headline and "accuracy parity" in headline
+
+
+def test_summary_comes_first(fixtures):
+    html = fixtures("two_runs")["report"].read_text()
+    order = [html.index(f'<section id="{s}"') for s in ("summary", "environment", "matmul", "warmup", "transfer",
+                                                          "amp", "points", "data")]
+    assert order == sorted(order)
+
+
+def test_self_contained(fixtures):
+    html = fixtures("two_runs")["report"].read_text()
+    els = parse(html)
+    imgs = [e for e in els if e["tag"] == "img"]
+    assert len(imgs) == len(FIGURES)
+    assert all(e["attrs"]["src"].startswith("data:image/png;base64,") for e in imgs)
+    assert not [e for e in els if e["tag"] in ("script", "iframe", "object", "embed")]
+    for e in els:
+        for key in ("src", "href", "srcset", "action", "poster"):
+            value = e["attrs"].get(key)
+            if value is not None:
+                assert value.startswith(("data:", "#")), (e["tag"], key, value[:80])
+    assert not re.search(r"url\(|@import|https?://", html.split("</style>")[0]), "CSS must not load anything"
+
+
+def test_two_runs_compared_side_by_side(fixtures):
+    built = fixtures("two_runs")
+    html = built["report"].read_text()
+    els = parse(html)
+    runs_table = html[html.index('id="runs-table"'):html.index("</table>", html.index('id="runs-table"'))]
+    assert "<th>gpu-node-h100</th><th>laptop-cpu</th>" in runs_table
+    for text in ("gpu-node-01", "laptop", "2.13.0+cu126", "2.13.0+cpu", "/shared/images/accelbench-cuda.sif",
+                 "AMD EPYC 7V13 64-Core Processor", "AMD Ryzen 7 5800U with Radeon Graphics"):
+        assert text in runs_table, text
+    assert 'class="differs"' in runs_table
+    # each run's exact config, hash and commit
+    import json
+
+    for run in ("gpu-node-h100", "laptop-cpu"):
+        info = json.loads((built["results"] / run / "run.json").read_text())
+        assert f"Exact config (hash {info['config_hash']})" in html
+        assert info["git_commit"] in runs_table
+        budget = info["config"]["matmul"]["point_budget_s"]
+        assert f"point_budget_s: {budget}" in html
+    assert "sizes: [256, 512, 1024, 2048, 4096, 8192, 16384]" in html and "sizes: [256, 512, 1024, 2048]" in html
+    # one colour per run + device, the plots' colours, in the summary
+    summary = [e for e in els if e["section"] == "summary" and e["tag"] == "span" and "sw" in e["attrs"].get("class", "")]
+    colours = {re.search(r"#[0-9a-f]{6}", e["attrs"]["style"]).group(0) for e in summary}
+    import seaborn as sns
+
+    assert colours == set(sns.color_palette("colorblind", 3).as_hex())
+    groups = [e for e in els if e["section"] == "points" and e["tag"] == "tbody"]
+    assert [(g["attrs"]["data-run"], g["attrs"]["data-device"]) for g in groups] == [
+        ("gpu-node-h100", "cpu"), ("gpu-node-h100", "cuda:0"), ("laptop-cpu", "cpu")]
+
+
+def test_every_point_listed_with_flags_explained(fixtures):
+    built = fixtures("two_runs")
+    html = built["report"].read_text()
+    els = parse(html)
+    rows = [e for e in els if e["tag"] == "tr" and "data-status" in e["attrs"]]
+    raw = raw_table(built["results"], "matmul_*.csv")
+    assert len(rows) == len(raw)
+    assert sorted(r["attrs"]["data-status"] for r in rows) == sorted(raw["status"])
+    flagged = [r for r in rows if r["attrs"]["data-status"] != "ok"]
+    assert flagged and all("flag" in r["attrs"].get("class", "") and "--flag:#" in r["attrs"]["style"] for r in flagged)
+    legend = next(e for e in els if e["attrs"].get("id") == "status-legend")["text"]
+    for status in ("unstable", "invalid", "skipped_budget", "oom", "wrong_result", "unsupported", "error"):
+        assert status in legend
+        assert S.STATUS_INFO[status][2] in legend
+    assert "CUDA out of memory" in html and "131% of peak" in html
+    assert 'id="incomplete"' not in html
+
+
+def test_incomplete_data_banner_names_the_file(fixtures):
+    built = fixtures("incomplete")
+    html = built["report"].read_text()
+    damaged = built["results"] / "gpu-node-h100" / "matmul_cuda.csv"
+    start = html.index('id="incomplete"')
+    banner = html[start:html.index("</div>", start)]
+    assert start < html.index('<section id="summary"')
+    assert "Incomplete data" in banner and str(damaged) in banner and "truncated" in banner
+    assert "--allow-incomplete" in banner
+
+
+def test_cpu_only_report(fixtures):
+    html = fixtures("cpu_only")["report"].read_text()
+    assert 'id="no-accelerator"' in html and 'id="transfer-not-measured"' in html
+    assert "laptop-cpu" in html and "gpu-node-h100" not in html
+    assert 'id="incomplete"' not in html
+
+
+def test_empty_results_report(fixtures):
+    html = fixtures("empty")["report"].read_text()
+    assert 'id="incomplete"' in html and "no run folder" in html
+    assert "No matmul point was measured" in html
+
+
+def test_absent_backend_and_missing_figures(tmp_path):
+    """A run that asked for CUDA without a GPU: the absent backend is listed with its reason, and figures
+    that were never made are named in the banner instead of breaking the page."""
+    from accelbench.cli import main
+
+    results = tmp_path / "results"
+    add_absent_backend(write_cpu_run(results))
+    assert main(["aggregate", "--results", str(results)]) == 0
+    (tmp_path / "no-plots").mkdir()
+    out = tmp_path / "report.html"
+    assert main(["report", "--aggregate-dir", str(results / "aggregate"), "--plots-dir", str(tmp_path / "no-plots"),
+                 "--out", str(out)]) == 0
+    html = out.read_text()
+    els = parse(html)
+    absent = [e for e in els if e["tag"] == "tr" and e["attrs"].get("data-status") == "absent"]
+    assert len(absent) == 1 and "no CUDA device visible" in absent[0]["text"]
+    assert "cuda (no device)" in html and "nan" not in absent[0]["text"]
+    banner = html[html.index('id="incomplete"'):]
+    assert "matmul_tflops.png" in banner and "figure missing" in banner
+    assert len([e for e in els if e["tag"] == "img"]) == 0
