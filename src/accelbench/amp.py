@@ -1,8 +1,534 @@
-"""TODO"""
+"""Stage: AMP vs FP32 training trials. Is mixed precision faster here, by how much, and does the
+model still learn?
 
-def add_arguments(p):
-    pass
+For every device of one backend, every workload (``mlp``, ``transformer``) and every seed, the same
+model is trained once per precision *mode*:
+
+- ``fp32``: the baseline, TF32 off (``torch.backends.cuda.matmul.allow_tf32 = False`` and cuDNN's too),
+  so FP32 means IEEE fp32 math, not tensor-core TF32;
+- ``tf32`` (CUDA only): the same fp32 model with TF32 allowed, PyTorch's other "free" speedup;
+- ``amp_bf16`` or ``amp_fp16``: ``torch.autocast`` in the dtype ``backend.amp_policy`` picks for the
+  backend (fp16 + ``torch.amp.GradScaler`` on CUDA/ROCm/MPS, bf16 on CPU/XLA, or ``amp.dtype``).
+
+Within a seed every mode starts from identical weights (built on the CPU from ``torch.manual_seed(seed)``,
+then moved) and sees the same batches in the same order; only the precision differs, so the modes are
+compared seed by seed (``amp_summary``). The data set is generated, learnable and fixed by the config's
+``seed`` (no downloads): inputs are Gaussian, labels come from a fixed random *teacher* network
+(for the transformer, a teacher that attends over the sequence), so held-out accuracy well above the
+majority class means the model learned something real.
+
+Measured per step: wall time from a synchronized start to a synchronized end (``backend.synchronizer``;
+the loss is read after the clock stops), the loss, and for fp16 the GradScaler scale used and whether
+the scaler skipped the step (its scale went down). The first ``amp.warmup_steps`` steps train but are
+left out of the step-time statistics. Per trial: median step time, samples/s, peak memory, final train
+loss, held-out accuracy. A NaN/inf loss ends that trial with status ``nan``; an exception ends it with
+``error`` (``oom`` for out-of-memory); the other trials go on.
+
+The CUDA, ROCm, MPS and XLA paths are untested on hardware: their dispatch (autocast dtype, GradScaler,
+TF32 flags, memory counters) is unit-tested with fakes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import resource
+import sys
+import timeit
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import columns
+from .config import ConfigError
+
+BASELINE = "fp32"
+STATUSES = ("ok", "nan", "oom", "error", "absent")
+FINAL_LOSS_STEPS = 5  # final_loss: mean train loss of the last this many steps
+DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
+
+# Columns beyond the README contract (columns.AMP_*), appended in this order.
+STEPS_EXTRA = ["warmup", "status_detail"]
+TRIALS_EXTRA = ["allow_tf32", "steps", "warmup_steps", "batch_size", "step_iqr_s", "first_loss", "test_loss",
+                "majority_acc", "status_detail"]
+SUMMARY_EXTRA = ["amp_dtype", "baseline_step_s_mean", "baseline_test_acc_mean", "accuracy_tolerance", "status"]
+STEPS_COLUMNS = columns.AMP_STEPS + STEPS_EXTRA
+TRIALS_COLUMNS = columns.AMP_TRIALS + TRIALS_EXTRA
+SUMMARY_COLUMNS = columns.AMP_SUMMARY + SUMMARY_EXTRA
 
 
-def cli(args):
-    raise NotImplementedError
+# ---------------------------------------------------------------- modes and precision
+
+def amp_mode_name(dtype: str) -> str:
+    return f"amp_{DTYPE_SHORT[dtype]}"
+
+
+def modes_for(backend: str, policy) -> list[str]:
+    """The modes trained on ``backend``, baseline first: fp32, tf32 (CUDA only), then the AMP mode."""
+    modes = [BASELINE]
+    if backend == "cuda":
+        modes.append("tf32")
+    modes.append(amp_mode_name(policy.dtype))
+    return modes
+
+
+def autocast_context(mode: str, policy, torch):
+    """``torch.autocast(device_type=policy.device_type, dtype=policy.dtype)`` for an AMP mode, else a no-op."""
+    if not mode.startswith("amp_"):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=policy.device_type, dtype=getattr(torch, policy.dtype))
+
+
+def grad_scaler(mode: str, policy, torch):
+    """The GradScaler an AMP mode needs (fp16: ``torch.amp.GradScaler(policy.device_type)``), else None."""
+    return policy.scaler(torch) if mode.startswith("amp_") else None
+
+
+@contextlib.contextmanager
+def tf32_allowed(torch, enabled: bool, device: str):
+    """Set CUDA's TF32 switches (cuBLAS matmul and cuDNN) for one trial and restore them after.
+
+    Only CUDA devices have TF32; on a ROCm build the same flags exist but are left alone."""
+    from .backend import is_rocm_build
+
+    if not device.startswith("cuda") or is_rocm_build(torch):
+        yield None
+        return
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = (matmul.allow_tf32, cudnn.allow_tf32)
+    matmul.allow_tf32 = cudnn.allow_tf32 = enabled
+    try:
+        yield enabled
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = before
+
+
+# ---------------------------------------------------------------- peak memory, per backend
+
+def _proc_status_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_memory(device: str, torch) -> bool:
+    """Start a fresh peak for ``device``. True when the counter is per trial.
+
+    CPU: Linux resets the process's peak resident set size (VmHWM) when 5 is written to
+    /proc/self/clear_refs; where that is not possible the peak covers the whole process."""
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    if kind == "cpu":
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            return _proc_status_bytes("VmHWM") is not None
+        except OSError:
+            return False
+    return kind == "xla"
+
+
+def peak_memory(device: str, torch, per_trial: bool = True) -> tuple[float, str]:
+    """(bytes, mem_kind) after a trial.
+
+    - CUDA/ROCm: ``torch.cuda.max_memory_allocated`` (tensors; the caching allocator's reserve excluded), ``allocator``;
+    - MPS: ``torch.mps.driver_allocated_memory()`` at the end (Metal has no peak counter), ``mps_driver``;
+    - XLA: ``peak_bytes_used`` of ``xm.get_memory_info`` where the runtime reports it, ``allocator``;
+    - CPU: peak resident set size of the whole process, ``rss`` (per trial, reset before it) or
+      ``rss_process_peak`` (since the process started, where the reset is not possible).
+    """
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        return float(torch.cuda.max_memory_allocated(device)), "allocator"
+    if kind == "mps":
+        return float(torch.mps.driver_allocated_memory()), "mps_driver"
+    if kind == "xla":
+        try:
+            import torch_xla.core.xla_model as xm
+
+            info = xm.get_memory_info(torch.device(device))
+            if "peak_bytes_used" in info:
+                return float(info["peak_bytes_used"]), "allocator"
+        except Exception:
+            pass
+        return math.nan, "none"
+    hwm = _proc_status_bytes("VmHWM") if per_trial else None
+    if hwm is not None:
+        return float(hwm), "rss"
+    maxrss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(maxrss_kb * 1024), "rss_process_peak"
+
+
+# ---------------------------------------------------------------- data and models
+
+def _generator(torch, *parts) -> "torch.Generator":
+    seed = zlib.crc32(json.dumps(parts).encode())
+    return torch.Generator().manual_seed(seed)
+
+
+def _teacher_labels(torch, features, n_classes: int, gen) -> "torch.Tensor":
+    """Labels from a fixed random two-layer tanh network; logits are centred per class over the
+    whole set so the classes come out roughly balanced."""
+    n_in = features.shape[-1]
+    hidden = 32
+    w1 = torch.randn(n_in, hidden, generator=gen) / math.sqrt(n_in)
+    b1 = 0.5 * torch.randn(hidden, generator=gen)
+    w2 = torch.randn(hidden, n_classes, generator=gen) / math.sqrt(hidden)
+    logits = torch.tanh(features @ w1 * 2.0 + b1) @ w2
+    return (logits - logits.mean(0)).argmax(1)
+
+
+def make_data(workload: str, amp_cfg: dict, seed: int, torch) -> tuple:
+    """(x_train, y_train, x_test, y_test) on the CPU, fixed by (config seed, workload, data sizes).
+
+    - mlp: x ~ N(0, I) with ``n_features`` features; label = teacher(x).
+    - transformer: x is a sequence of ``seq_len`` N(0, I) tokens; the teacher pools the tokens with
+      softmax attention weights from a fixed query (so which tokens matter depends on the tokens),
+      label = teacher(pooled). Held-out examples come from the same distribution."""
+    d = amp_cfg["data"]
+    n = d["n_train"] + d["n_test"]
+    gen = _generator(torch, "amp-data", seed, workload, d)
+    if workload == "mlp":
+        x = torch.randn(n, d["n_features"], generator=gen)
+        y = _teacher_labels(torch, x, d["n_classes"], gen)
+    elif workload == "transformer":
+        seq_len = amp_cfg["transformer"]["seq_len"]
+        x = torch.randn(n, seq_len, d["n_features"], generator=gen)
+        query = torch.randn(d["n_features"], generator=gen)
+        weights = torch.softmax(x @ query / math.sqrt(d["n_features"]) * 2.0, dim=1)  # (n, seq_len)
+        pooled = (weights.unsqueeze(-1) * x).sum(1) * math.sqrt(seq_len)
+        y = _teacher_labels(torch, pooled, d["n_classes"], gen)
+    else:
+        raise ValueError(f"amp.workloads: unknown {workload!r}; allowed: {', '.join(WORKLOADS)}")
+    tr = d["n_train"]
+    return x[:tr].contiguous(), y[:tr].contiguous(), x[tr:].contiguous(), y[tr:].contiguous()
+
+
+def build_mlp(amp_cfg: dict, torch):
+    """``layers`` hidden Linear+ReLU layers of width ``hidden``, then a linear classifier head."""
+    nn = torch.nn
+    d, c = amp_cfg["data"], amp_cfg["mlp"]
+    dims = [d["n_features"]] + [c["hidden"]] * c["layers"]
+    layers = []
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(dims[-1], d["n_classes"]))
+
+
+def build_transformer(amp_cfg: dict, torch):
+    """A small encoder classifier: input projection + learned positions, ``layers`` x
+    ``nn.TransformerEncoderLayer(batch_first=True, dropout=0)``, mean pooling over the sequence, linear head.
+    Dropout is off so the modes differ in precision only."""
+    nn = torch.nn
+    d, c = amp_cfg["data"], amp_cfg["transformer"]
+
+    class EncoderClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(d["n_features"], c["d_model"])
+            self.position = nn.Parameter(0.02 * torch.randn(c["seq_len"], c["d_model"]))
+            layer = nn.TransformerEncoderLayer(c["d_model"], c["n_heads"], c["ff"], dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, c["layers"], enable_nested_tensor=False)
+            self.head = nn.Linear(c["d_model"], d["n_classes"])
+
+        def forward(self, x):
+            h = self.encoder(self.embed(x) + self.position)
+            return self.head(h.mean(dim=1))
+
+    return EncoderClassifier()
+
+
+# workload -> model builder(amp_cfg, torch); tests may substitute one
+WORKLOADS = {"mlp": build_mlp, "transformer": build_transformer}
+
+
+def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch) -> "torch.Tensor":
+    """(steps, batch_size) example indices: shuffled epochs from a generator seeded by ``seed`` alone,
+    so every mode of a seed sees the same batches in the same order (last partial batch dropped)."""
+    gen = torch.Generator().manual_seed(seed)
+    per_epoch = n_train // batch_size
+    epochs = -(-steps // per_epoch)
+    idx = torch.cat([torch.randperm(n_train, generator=gen)[: per_epoch * batch_size] for _ in range(epochs)])
+    return idx[: steps * batch_size].view(steps, batch_size)
+
+
+def check_amp_config(amp_cfg: dict) -> None:
+    """Cross-key rules the schema cannot say; one line naming the key."""
+    if amp_cfg["warmup_steps"] >= amp_cfg["steps"]:
+        raise ConfigError(f"amp.warmup_steps: {amp_cfg['warmup_steps']} must be below amp.steps ({amp_cfg['steps']}); "
+                          f"allowed: 0 .. {amp_cfg['steps'] - 1}")
+    if amp_cfg["batch_size"] > amp_cfg["data"]["n_train"]:
+        raise ConfigError(f"amp.batch_size: {amp_cfg['batch_size']} is larger than amp.data.n_train "
+                          f"({amp_cfg['data']['n_train']}); allowed: 1 .. {amp_cfg['data']['n_train']}")
+    t = amp_cfg["transformer"]
+    if "transformer" in amp_cfg["workloads"] and t["d_model"] % t["n_heads"]:
+        raise ConfigError(f"amp.transformer.n_heads: {t['n_heads']} does not divide amp.transformer.d_model "
+                          f"({t['d_model']}); allowed: a divisor of d_model")
+
+
+# ---------------------------------------------------------------- one trial
+
+@dataclass(frozen=True)
+class Trial:
+    backend: str
+    device: str
+    device_name: str
+    workload: str
+    mode: str
+    seed: int
+
+
+def _first_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy, *, torch, sync, threads: int,
+              steps_out: list) -> dict:
+    """Train one model in one mode; append a row per step to ``steps_out``; return the trial row.
+
+    Exceptions propagate (the caller records them); steps finished before one stay in ``steps_out``."""
+    import numpy as np
+    import torch.nn.functional as F
+
+    device, mode = trial.device, trial.mode
+    n_steps, warmup = amp_cfg["steps"], amp_cfg["warmup_steps"]
+    batch = amp_cfg["batch_size"]
+    key = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
+           "workload": trial.workload, "mode": mode, "seed": trial.seed}
+    x_tr, y_tr, x_te, y_te = (t.to(device) for t in data)
+    order = batch_order(len(y_tr), batch, n_steps, trial.seed, torch).to(device)
+    torch.manual_seed(trial.seed)
+    model = WORKLOADS[trial.workload](amp_cfg, torch).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=amp_cfg["lr"])
+    scaler = grad_scaler(mode, policy, torch)
+    amp_dtype = policy.dtype if mode.startswith("amp_") else "float32"
+    timer = timeit.default_timer
+    losses, times = [], []
+    skipped_steps, scale, status, detail = 0, (scaler.get_scale() if scaler else math.nan), "ok", ""
+
+    with tf32_allowed(torch, mode == "tf32", device) as allow_tf32:
+        per_trial_mem = reset_peak_memory(device, torch)
+        model.train()
+        for step in range(n_steps):
+            idx = order[step]
+            sync()
+            t0 = timer()
+            with autocast_context(mode, policy, torch):
+                logits = model(x_tr[idx])
+                loss = F.cross_entropy(logits.float(), y_tr[idx])
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            sync()
+            step_s = timer() - t0
+            loss_value = float(loss.detach())
+            step_scale, skipped = scale, False
+            if scaler is not None:
+                scale = float(scaler.get_scale())
+                skipped = scale < step_scale  # the scaler lowers its scale exactly when it skips a step
+                skipped_steps += skipped
+            losses.append(loss_value)
+            times.append(step_s)
+            finite = math.isfinite(loss_value)
+            if not finite:
+                status, detail = "nan", f"loss {loss_value} at step {step}"
+            steps_out.append({**key, "step": step, "loss": loss_value, "step_s": step_s, "scale": step_scale,
+                              "skipped": skipped, "warmup": step < warmup, "status": status,
+                              "status_detail": detail})
+            if not finite:
+                break
+
+        test_acc = test_loss = math.nan
+        if status == "ok":
+            model.eval()
+            correct, loss_sum = 0, 0.0
+            with torch.no_grad(), autocast_context(mode, policy, torch):
+                for i in range(0, len(y_te), batch * 4):
+                    logits = model(x_te[i:i + batch * 4]).float()
+                    correct += int((logits.argmax(1) == y_te[i:i + batch * 4]).sum())
+                    loss_sum += float(F.cross_entropy(logits, y_te[i:i + batch * 4], reduction="sum"))
+            test_acc, test_loss = correct / len(y_te), loss_sum / len(y_te)
+        peak_bytes, mem_kind = peak_memory(device, torch, per_trial=per_trial_mem)
+
+    steady = np.asarray(times[warmup:], float)
+    median_s = float(np.median(steady)) if len(steady) else math.nan
+    iqr_s = float(np.subtract(*np.percentile(steady, [75, 25]))) if len(steady) else math.nan
+    majority = float(np.bincount(data[3].numpy()).max() / len(data[3]))
+    return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
+            "step_median_s": median_s, "step_iqr_s": iqr_s,
+            "samples_per_s": batch / median_s if median_s > 0 else math.nan,
+            "peak_mem_bytes": peak_bytes, "mem_kind": mem_kind,
+            "first_loss": losses[0] if losses else math.nan,
+            "final_loss": float(np.mean(losses[-FINAL_LOSS_STEPS:])) if losses else math.nan,
+            "test_loss": test_loss, "test_acc": test_acc, "majority_acc": majority,
+            "skipped_steps": skipped_steps if scaler is not None else 0,
+            "final_scale": scale, "threads": threads, "steps": len(losses), "warmup_steps": warmup,
+            "batch_size": batch, "status": status, "status_detail": detail}
+
+
+def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy, *, torch, sync, threads: int,
+                     steps_out: list) -> dict:
+    """``run_trial``, with any exception recorded as this trial's status (``oom`` or ``error``)."""
+    try:
+        return run_trial(trial, amp_cfg, data, policy, torch=torch, sync=sync, threads=threads, steps_out=steps_out)
+    except Exception as exc:  # one failed trial must not stop the others
+        oom = isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in str(exc).lower()
+        if oom and trial.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
+                "workload": trial.workload, "mode": trial.mode, "seed": trial.seed,
+                "amp_dtype": policy.dtype if trial.mode.startswith("amp_") else "float32",
+                "threads": threads, "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
+                "status": "oom" if oom else "error", "status_detail": _first_line(exc)}
+
+
+# ---------------------------------------------------------------- one backend
+
+def device_details(devices_doc, device: str) -> dict:
+    """What devices.json says about ``device`` (the first mapping at any depth whose ``device`` is it;
+    for the CPU merged with the top-level ``cpu`` entry, which holds the flags), completed by live
+    detection (``devices.device_info``) when the file lacks it; at least {"name": device}."""
+    def walk(node):
+        if isinstance(node, dict):
+            yield node
+            for v in node.values():
+                yield from walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from walk(v)
+
+    doc = devices_doc if isinstance(devices_doc, dict) else {}
+    found = next((e for e in walk(doc) if e.get("device") == device and ("name" in e or "flags" in e)), None)
+    info = dict(found or {})
+    if device == "cpu" and isinstance(doc.get("cpu"), dict):
+        info = {**doc["cpu"], **info}  # devices.json keeps the CPU's details (flags) at the top level
+    if not found or (device == "cpu" and "flags" not in info):
+        try:
+            from .devices import device_info
+
+            info = {**dict(device_info(device)), **info}
+        except Exception as exc:
+            print(f"accelbench amp: no details for {device} ({type(exc).__name__}: {exc})", file=sys.stderr)
+    info.setdefault("name", device)
+    return info
+
+
+def run_backend(backend: str, run_info: dict, devices_doc, threads: int, *, checkpoint=None, torch=None):
+    """Every trial of one backend: (steps rows, trials rows, per-device details). Rows lack provenance."""
+    from .backend import BackendUnavailable, amp_policy, device_strings, synchronizer
+
+    torch = torch or __import__("torch")
+    amp_cfg = run_info["config"]["amp"]
+    try:
+        devices = device_strings(backend, torch=torch)
+    except BackendUnavailable as exc:
+        return [], [], {}, str(exc)
+    policy = amp_policy(backend, amp_cfg["dtype"])
+    if threads > 0:
+        torch.set_num_threads(threads)
+    modes = modes_for(backend, policy)
+    steps, trials, details = [], [], {}
+    for device in devices:
+        info = device_details(devices_doc, device)
+        details[device] = info
+        sync = synchronizer(device, torch=torch)
+        for workload in amp_cfg["workloads"]:
+            data = make_data(workload, amp_cfg, run_info["config"].get("seed", 0), torch)
+            for seed in amp_cfg["seeds"]:
+                for mode in modes:  # modes interleaved within a seed: drift hits them alike
+                    trial = Trial(backend, device, str(info.get("name", device)), workload, mode, seed)
+                    ck_key = (run_info["config_hash"], device, workload, mode, seed)
+                    if checkpoint is not None and ck_key in checkpoint:
+                        done = checkpoint.rows[checkpoint.key(dict(zip(checkpoint.key_fields, ck_key)))]
+                        steps += done["steps"]
+                        trials.append(done["trial"])
+                        continue
+                    trial_steps: list = []
+                    row = run_trial_safely(trial, amp_cfg, data, policy, torch=torch, sync=sync,
+                                           threads=threads, steps_out=trial_steps)
+                    print(f"amp {device} {workload} {mode} seed={seed}: {row['status']} "
+                          f"step={row.get('step_median_s', math.nan) * 1e3:.3g} ms acc={row.get('test_acc', math.nan):.3f}"
+                          + (f" ({row['status_detail']})" if row.get("status_detail") else ""), flush=True)
+                    steps += trial_steps
+                    trials.append(row)
+                    if checkpoint is not None and row["status"] in ("ok", "nan"):  # errors are retried
+                        checkpoint.add({**dict(zip(checkpoint.key_fields, ck_key)), "trial": row, "steps": trial_steps})
+    return steps, trials, details, ""
+
+
+def cpu_flags_of(details: dict) -> dict:
+    """device -> cpuinfo flags (None when devices.json/device_info did not report them)."""
+    return {d: info.get("flags") for d, info in details.items()}
+
+
+# ---------------------------------------------------------------- CLI
+
+def add_arguments(p) -> None:
+    p.add_argument("--run-file", required=True, help="results/<run>/run.json")
+    p.add_argument("--devices", required=True, help="results/<run>/devices.json (device names, CPU flags)")
+    p.add_argument("--backend", required=True, choices=["cpu", "cuda", "rocm", "mps", "xla"])
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--steps-out", required=True, help="CSV: one row per training step")
+    p.add_argument("--trials-out", required=True, help="CSV: one row per trial")
+    p.add_argument("--summary-out", required=True, help="CSV: one row per (device, workload, mode) vs FP32")
+    p.add_argument("--checkpoint", default=None, help="JSON lines of finished trials; a rerun resumes from it")
+
+
+def _absent_rows(backend: str, reason: str) -> tuple[list, list, list]:
+    row = {"backend": backend, "device": "", "device_name": "", "status": "absent", "status_detail": reason}
+    summary = {"backend": backend, "device": "", "device_name": "", "status": "absent",
+               "verdict": f"No verdict: {reason}", "note": reason}
+    return [dict(row)], [dict(row)], [summary]
+
+
+def cli(args) -> int:
+    import pandas as pd
+
+    from .amp_summary import summarize
+    from .io import Checkpoint, atomic_write_csv
+    from .provenance import read_run_info, row_provenance
+
+    run_info = read_run_info(args.run_file)
+    amp_cfg = run_info["config"]["amp"]
+    check_amp_config(amp_cfg)
+    try:
+        devices_doc = json.loads(Path(args.devices).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"accelbench amp: devices file {args.devices!r} unreadable ({exc}); detecting live", file=sys.stderr)
+        devices_doc = {}
+    checkpoint = (Checkpoint(args.checkpoint, ("config_hash", "device", "workload", "mode", "seed"))
+                  if args.checkpoint else None)
+
+    steps, trials, details, absent = run_backend(args.backend, run_info, devices_doc, args.threads,
+                                                 checkpoint=checkpoint)
+    if absent:
+        steps, trials, summary = _absent_rows(args.backend, absent)
+        summary_df = pd.DataFrame(summary)
+    else:
+        summary_df = summarize(pd.DataFrame(trials), amp_cfg["accuracy_tolerance"], cpu_flags_of(details))
+    prov = row_provenance(run_info)
+    steps_df = pd.DataFrame([{**prov, **r} for r in steps], columns=STEPS_COLUMNS)
+    trials_df = pd.DataFrame([{**prov, **r} for r in trials], columns=TRIALS_COLUMNS)
+    for k, v in prov.items():
+        summary_df[k] = v
+    summary_df = summary_df.reindex(columns=SUMMARY_COLUMNS)
+    atomic_write_csv(args.steps_out, steps_df)
+    atomic_write_csv(args.trials_out, trials_df)
+    atomic_write_csv(args.summary_out, summary_df)
+    for r in summary_df.itertuples():
+        print(f"{r.workload}: {r.verdict}" + (f" Note: {r.note}" if isinstance(r.note, str) and r.note else ""))
+    return 0
