@@ -16,6 +16,8 @@ export PATH="$ROOT/.venv/bin:$PATH"
 # 2. System tools for the real-tool tests: Podman (containers), SLURM (cluster), Chromium (report)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   bash .ci/setup-system.sh
+  # the tools are installed now: a missing one must fail its tests, not skip them
+  export ACCELBENCH_REQUIRE_BROWSER=1
 else
   echo "tests/run.sh: not root or no apt-get: the container, SLURM and browser tests need podman, slurm and chromium installed" >&2
 fi

@@ -232,3 +232,26 @@ def test_absent_backend_and_missing_figures(tmp_path):
     banner = html[html.index('id="incomplete"'):]
     assert "matmul_tflops.png" in banner and "figure missing" in banner
     assert len([e for e in els if e["tag"] == "img"]) == 0
+
+
+@pytest.mark.parametrize("faster,parity,speed_word,parity_words,css", [
+    ("yes", "yes", "faster", "accuracy parity", "good"),
+    ("no", "yes", "slower", "accuracy parity", "meh"),
+    ("inconclusive", "yes", "no clear difference", "accuracy parity", "meh"),
+    ("yes", "inconclusive", "faster", "accuracy parity inconclusive", "meh"),
+    ("no", "no", "slower", "accuracy lost", "bad"),
+])
+def test_amp_verdicts_are_three_state(faster, parity, speed_word, parity_words, css):
+    """faster / accuracy_parity are yes, no or inconclusive: an interval that straddles the line must
+    never be shown as a loss (or a gain)."""
+    from accelbench.report import summary_amp
+
+    row = {"run_id": "r", "host": "h", "backend": "cpu", "device": "cpu", "device_name": "CPU X",
+           "workload": "mlp", "mode": "amp_bf16", "baseline": "fp32", "trials": 3, "speedup": 0.9,
+           "speedup_ci95_low": 0.5, "speedup_ci95_high": 1.5, "acc_diff": 0.0, "acc_diff_ci95_low": -0.01,
+           "acc_diff_ci95_high": 0.01, "faster": faster, "accuracy_parity": parity, "verdict": "v", "status": "ok"}
+    tables = {"amp_summary": pd.DataFrame([row])}
+    out = summary_amp(tables, S.series(tables))
+    assert len(out) == 1
+    assert out[0]["verdict_short"] == f"{speed_word} · {parity_words}"
+    assert out[0]["verdict_class"] == css

@@ -131,11 +131,13 @@ def summary_amp(tables, series) -> list[dict]:
     amp = amp.assign(_o=amp["label"].map(order)).sort_values(["_o", "workload", "mode"], kind="stable")
     previous = None
     for _, r in amp.iterrows():
+        # faster / accuracy_parity are tri-state: yes, no, inconclusive (the CI straddles the line)
         faster, parity = S.as_bool(r["faster"]), S.as_bool(r["accuracy_parity"])
-        verdict_class = "good" if faster and parity else ("bad" if not parity else "meh")
-        speed = "faster" if faster else ("slower" if r["speedup"] < 1 else "no clear gain")
-        short = speed + (" · accuracy parity" if parity else " · accuracy LOST")
-        icon = "✗" if not parity else {"faster": "✓", "slower": "▼"}.get(speed, "≈")
+        verdict_class = "good" if faster and parity else ("bad" if parity is False else "meh")
+        speed = {True: "faster", False: "slower", None: "no clear difference"}[faster]
+        short = speed + {True: " · accuracy parity", False: " · accuracy lost",
+                         None: " · accuracy parity inconclusive"}[parity]
+        icon = "✗" if parity is False else {"faster": "✓", "slower": "▼"}.get(speed, "≈")
         out.append({
             "label": r["label"], "device_label": r["device_label"], "color": r["color"], "run_id": r["run_id"],
             "device": r["device"], "first_of_device": r["label"] != previous, "verdict_short": short, "verdict_icon": icon,
