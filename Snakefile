@@ -18,6 +18,7 @@ wildcard_constraints:
     backend="cpu|cuda|rocm|mps|xla",
 
 
+include: "workflow/rules/containers.smk"
 include: "workflow/rules/detect.smk"
 include: "workflow/rules/benchmarks.smk"
 include: "workflow/rules/amp.smk"

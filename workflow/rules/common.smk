@@ -23,7 +23,8 @@ validate(config, schema="../schemas/config.schema.yaml")  # fills defaults
 def _run_id():
     if config["run"]:
         return config["run"]
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0]) or "host"
+    # within the schema's rule for run ids (starts with a letter or digit, at most 64 characters)
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0])[:48].lstrip("._-") or "host"
     return f"{host}-{config['container']['runtime']}"
 
 
@@ -37,13 +38,10 @@ REPORT_HTML = f"{RESULTS}/report.html"
 
 
 def git_commit():
-    try:
-        out = subprocess.run(
-            ["git", "-C", workflow.basedir, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-        return out.stdout.strip() or "unknown"
-    except Exception:
-        return "unknown"
+    """The pipeline checkout's commit, "+dirty" when tracked files differ from it (accelbench.provenance)."""
+    from accelbench.provenance import git_commit as _git_commit
+
+    return _git_commit(workflow.basedir)
 
 
 GIT_COMMIT = git_commit()
@@ -58,8 +56,10 @@ def bench_threads(wildcards):
 
 
 def gpu_count(wildcards):
-    """SLURM's --gpus / local --resources gpu=N: one GPU stage holds the GPUs it sweeps."""
-    return 1 if wildcards.backend in ("cuda", "rocm") else 0
+    """SLURM's --gpus / local --resources gpu=N: one GPU stage holds the GPUs it sweeps.
+    Other backends leave gpu unset (None, not 0): some executors (Kubernetes) treat any gpu
+    resource, even 0, as a GPU job."""
+    return 1 if wildcards.backend in ("cuda", "rocm") else None
 
 
 def gpu_model(wildcards):
@@ -69,15 +69,68 @@ def gpu_model(wildcards):
 
 
 # detect runs where the GPU stages run, so devices.json describes their GPUs, not a CPU node's.
-DETECT_GPUS = 1 if GPU_BACKENDS else 0
+DETECT_GPUS = 1 if GPU_BACKENDS else None
 
 
-def launcher(wildcards):
-    """Argv prefix that runs the CLI in the backend's Docker/Podman image (empty on the host
-    and under Apptainer, which snakemake drives itself). Built and quoted by accelbench.containers."""
-    from accelbench.containers import launch_prefix
+# ---- containers (accelbench.containers; README "Containers") ---------------------------------------
+# none: on the host. docker/podman: rule container_image (containers.smk) builds or takes each backend's
+# image and records its id; the backend's rules depend on that record and run their command through
+# `accelbench container exec`, which starts exactly that image. apptainer: snakemake itself runs the
+# benchmark rules in the image (--sdm apptainer), from each rule's `container:`.
+from accelbench import containers as _containers  # noqa: E402
 
-    return launch_prefix(config, wildcards.backend, workdir=workflow.basedir)
+RUNTIME = config["container"]["runtime"]
+try:
+    _containers.check_config(config)
+except ConfigError as exc:
+    sys.exit(f"accelbench: config error: {exc}")
+if RUNTIME == "apptainer":
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    if DeploymentMethod.APPTAINER not in workflow.deployment_settings.deployment_method:
+        sys.exit("accelbench: config error: container.runtime: apptainer needs `snakemake --sdm apptainer` "
+                 "(or --profile profiles/apptainer-<cpu|cuda|rocm>); without it every rule "
+                 "would run on the host")
+# detect runs in the image (and on the devices) of the first GPU backend, else of the first backend.
+DETECT_BACKEND = GPU_BACKENDS[0] if GPU_BACKENDS else BACKENDS[0]
+
+
+def _image_record(backend):
+    if RUNTIME not in _containers.ENGINES:
+        return []
+    return [_containers.image_record_path(RUN_DIR, backend)]
+
+
+def image_record(wildcards):
+    """Input of a benchmark rule: its backend's image record (docker/podman only; nothing otherwise)."""
+    return _image_record(wildcards.backend)
+
+
+def detect_image_record(wildcards):
+    return _image_record(DETECT_BACKEND)
+
+
+def _launch(backend, threads):
+    return _containers.launch_prefix(config, backend, workdir=os.getcwd(), run_dir=RUN_DIR, threads=threads)
+
+
+def launcher(wildcards, threads):
+    """Prefix of a benchmark rule's command that runs it in the backend's Docker/Podman image with
+    OMP_NUM_THREADS=threads; empty on the host and under Apptainer. Quoted by accelbench.containers."""
+    return _launch(wildcards.backend, threads)
+
+
+def detect_launcher(wildcards, threads):
+    return _launch(DETECT_BACKEND, threads)
+
+
+def _apptainer_container(wildcards):
+    return _containers.apptainer_image(config, wildcards.backend)
+
+
+# `container:` of the benchmark rules: the backend's image under runtime apptainer, none otherwise.
+BENCH_CONTAINER = _apptainer_container if RUNTIME == "apptainer" else None
+DETECT_CONTAINER = _containers.apptainer_image(config, DETECT_BACKEND) if RUNTIME == "apptainer" else None
 
 
 def run_files(kind):

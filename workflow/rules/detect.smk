@@ -19,6 +19,7 @@ rule run_info:
 rule detect:
     input:
         run=f"{RUN_DIR}/run.json",
+        image=detect_image_record,
     output:
         report(f"{RUN_DIR}/devices.json", caption="../report/devices.rst", category="Devices"),
     log:
@@ -27,7 +28,11 @@ rule detect:
     resources:
         mem_mb=2000,
         runtime=10,
+        gpu=DETECT_GPUS,
+        gpu_model=lambda wildcards: (config["cluster"]["gpu_model"] or None) if DETECT_GPUS else None,
     params:
-        launch=lambda wildcards: launcher(type("W", (), {"backend": BACKENDS[0]})()),
+        launch=detect_launcher,
+    container:
+        DETECT_CONTAINER
     shell:
         "{params.launch} accelbench detect --run-file {input.run:q} --out {output:q} > {log:q} 2>&1"
