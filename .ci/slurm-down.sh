@@ -18,6 +18,9 @@ stop() {  # name pidfile
   [ -s "$pf" ] || { echo "[teardown] $name: no pid file $pf"; return; }
   pid=$(cat "$pf")
   if ! kill -0 "$pid" 2>/dev/null; then echo "[teardown] $name ($pid) not running"; return; fi
+  if [ "$(cat /proc/"$pid"/comm 2>/dev/null)" != "$name" ]; then
+    echo "[teardown] $name: pid $pid is now another process; leaving it alone"; return
+  fi
   kill -TERM "$pid"
   for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; echo "[teardown] $name ($pid) killed"

@@ -35,7 +35,13 @@ mkdir -p "$BASE"/{state/ctld,state/d,run,log}
 STARTED="$BASE/run/started.pids"
 : > "$STARTED.new"
 
-is_running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# is_running PIDFILE NAME: the pid in PIDFILE is alive and is NAME (a stale pid file whose
+# pid now belongs to another process must not make us signal that process)
+is_running() {
+  [ -s "$1" ] || return 1
+  local pid; pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$2" ]
+}
 
 # ---- 2. munge ------------------------------------------------------------
 if [ ! -s /etc/munge/munge.key ]; then
@@ -46,7 +52,7 @@ fi
 chown munge:munge /etc/munge/munge.key; chmod 0400 /etc/munge/munge.key
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
-if is_running /run/munge/munged.pid; then
+if is_running /run/munge/munged.pid munged; then
   echo "[setup] munged already running (pid $(cat /run/munge/munged.pid)); not managing it"
 else
   runuser -u munge -- /usr/sbin/munged
@@ -137,8 +143,8 @@ stop_pid() {
   for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
   kill -KILL "$pid"
 }
-is_running "$BASE/run/slurmd.pid"    && { echo "[setup] restarting slurmd";    stop_pid "$BASE/run/slurmd.pid"; }
-is_running "$BASE/run/slurmctld.pid" && { echo "[setup] restarting slurmctld"; stop_pid "$BASE/run/slurmctld.pid"; }
+is_running "$BASE/run/slurmd.pid" slurmd       && { echo "[setup] restarting slurmd";    stop_pid "$BASE/run/slurmd.pid"; }
+is_running "$BASE/run/slurmctld.pid" slurmctld && { echo "[setup] restarting slurmctld"; stop_pid "$BASE/run/slurmctld.pid"; }
 slurmctld            # daemonizes, writes SlurmctldPidFile
 echo "slurmctld $BASE/run/slurmctld.pid" >> "$STARTED.new"
 slurmd               # daemonizes, writes SlurmdPidFile

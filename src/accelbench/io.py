@@ -18,11 +18,18 @@ from typing import Iterable
 import pandas as pd
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
@@ -48,7 +55,8 @@ def atomic_write_csv(path: str | Path, rows: Iterable[dict] | pd.DataFrame, colu
 class Checkpoint:
     """Completed points of one sweep, keyed by a tuple of their identifying fields.
 
-    Stored as JSON lines; a last line cut short by a kill is ignored (it was not complete).
+    Stored as JSON lines; a last line cut short by a kill is ignored (it was not complete) and
+    cut off the file, so the next point appended starts on a line of its own.
     """
 
     def __init__(self, path: str | Path, key_fields: tuple[str, ...]):
@@ -56,13 +64,21 @@ class Checkpoint:
         self.key_fields = key_fields
         self.rows: dict[tuple, dict] = {}
         if self.path.exists():
-            with open(self.path) as fh:
-                for line in fh:
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a partial last line from a killed run
-                    self.rows[self.key(row)] = row
+            data = self.path.read_bytes()
+            complete = data[: data.rfind(b"\n") + 1]  # up to the last newline; b"" if there is none
+            if len(complete) < len(data):
+                with open(self.path, "r+b") as fh:  # drop the partial last line of a killed run
+                    fh.truncate(len(complete))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            for line in complete.decode("utf-8", errors="replace").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line damaged some other way: that point is measured again
+                if not isinstance(row, dict) or any(k not in row for k in key_fields):
+                    continue
+                self.rows[self.key(row)] = row
 
     def key(self, row: dict) -> tuple:
         return tuple(str(row[k]) for k in self.key_fields)
