@@ -1,8 +1,162 @@
-"""TODO"""
+"""Stage: host <-> device copy bandwidth, per accelerator device.
 
-def add_arguments(p):
-    pass
+For every size in ``transfer.sizes_mb`` (MB = 10^6 bytes), both directions (``h2d``: host to
+device, ``d2h``: device to host) and both kinds of host memory:
+
+- ``pageable``: ordinary host memory; the driver stages it through a pinned bounce buffer, so it
+  is what a plain ``tensor.to(device)`` gets.
+- ``pinned``: page-locked memory (``Tensor.pin_memory()``), copied by DMA with
+  ``non_blocking=True``: what a ``DataLoader(pin_memory=True)`` gets.
+
+Each copy is timed with ``torch.utils.benchmark.Timer`` and the device's synced timer (so an
+asynchronous pinned copy is counted until it has landed), at least 6 blocks, median and IQR;
+``gbps`` = bytes / median / 10^9. The host buffer is written once before timing, so pageable
+memory is not measured while it is still being faulted in.
+
+The CPU has no host<->device copy: its backend gets one ``absent`` row, as does a backend with no
+device here. A kind of memory the backend cannot pin (MPS, XLA) is ``unsupported`` with the reason.
+CUDA, ROCm, MPS and XLA copies are **untested on hardware**; the loop, the statements and the
+status logic are tested on the CPU with fakes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import columns
+from .timing import Measurer, TimingStats, is_unstable
+
+DIRECTIONS = ("h2d", "d2h")
+MEMORIES = ("pageable", "pinned")
+EXTRA_COLUMNS = ["ci95_low_s", "ci95_high_s", "blocks", "status_detail"]
+COLUMNS = columns.TRANSFER + EXTRA_COLUMNS
 
 
-def cli(args):
-    raise NotImplementedError
+def size_bytes(size_mb: float) -> int:
+    """``transfer.sizes_mb`` entries are decimal megabytes (10^6 bytes), like the GB/s reported."""
+    return max(1, int(round(size_mb * 1e6)))
+
+
+def gbps(nbytes: int, median_s: float) -> float:
+    return nbytes / median_s / 1e9
+
+
+class TorchCopies:
+    """Host and device buffers and the copy statements for one device (untested on hardware
+    except the pageable path, which also runs between two CPU tensors)."""
+
+    def __init__(self, device: str, torch=None):
+        if torch is None:
+            import torch
+        self.torch = torch
+        self.device = device
+
+    def host_buffer(self, nbytes: int, pinned: bool):
+        t = self.torch.empty(nbytes, dtype=self.torch.uint8)
+        t.fill_(1)  # touch every page before timing
+        return t.pin_memory() if pinned else t
+
+    def device_buffer(self, nbytes: int):
+        t = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+        t.fill_(1)
+        return t
+
+    @staticmethod
+    def statement(direction: str, pinned: bool) -> str:
+        """``non_blocking`` only for pinned memory (pageable copies are synchronous anyway)."""
+        nb = "True" if pinned else "False"
+        return f"dev.copy_(host, non_blocking={nb})" if direction == "h2d" else f"host.copy_(dev, non_blocking={nb})"
+
+
+def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
+                 unstable_iqr_ratio: float) -> dict:
+    """One (direction, memory, size): its row without provenance. Failures are the row's status."""
+    from .matmul import failure_status, one_line
+
+    nan = float("nan")
+    row = {"direction": direction, "memory": memory, "size_bytes": nbytes, "median_s": nan, "iqr_s": nan,
+           "ci95_low_s": nan, "ci95_high_s": nan, "repeats": 0, "blocks": 0, "gbps": nan, "status": "ok",
+           "status_detail": ""}
+    pinned = memory == "pinned"
+    try:
+        try:
+            host = copies.host_buffer(nbytes, pinned)
+        except Exception as exc:
+            if pinned and failure_status(exc) != "oom":
+                row.update(status="unsupported", status_detail=f"cannot pin host memory here: {one_line(exc)}")
+                return row
+            raise
+        dev = copies.device_buffer(nbytes)
+        stats: TimingStats = measurer.measure(copies.statement(direction, pinned), {"host": host, "dev": dev})
+    except Exception as exc:
+        row.update(status=failure_status(exc), status_detail=one_line(exc))
+        return row
+    row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
+               ci95_high_s=stats.ci95_high_s, repeats=stats.repeats, blocks=stats.blocks,
+               gbps=gbps(nbytes, stats.median_s))
+    if is_unstable(stats.iqr_s, stats.median_s, unstable_iqr_ratio):
+        row.update(status="unstable", status_detail=f"IQR/median {stats.iqr_ratio:.3f} > {unstable_iqr_ratio:g}")
+    return row
+
+
+def device_rows(device: str, transfer_cfg: dict, *, copies_for: Callable[[str], object] = TorchCopies,
+                measurer_for: Callable[[str], object] | None = None, log: Callable[[str], None] = print) -> list[dict]:
+    """Every size x memory x direction on one device (rows without provenance)."""
+    if measurer_for is None:
+        def measurer_for(d):
+            return Measurer(d, min_run_time_s=transfer_cfg["min_run_time_s"], threads=1)
+    copies, measurer = copies_for(device), measurer_for(device)
+    rows = []
+    for size_mb in sorted(transfer_cfg["sizes_mb"]):
+        nbytes = size_bytes(size_mb)
+        for memory in MEMORIES:
+            for direction in DIRECTIONS:
+                row = measure_copy(copies, measurer, direction=direction, memory=memory, nbytes=nbytes,
+                                   unstable_iqr_ratio=transfer_cfg["unstable_iqr_ratio"])
+                log(f"transfer {device} {direction} {memory} {nbytes} B: {row['status']} "
+                    f"{row['gbps']:.3g} GB/s {row['status_detail']}".rstrip())
+                rows.append(row)
+    return rows
+
+
+def add_arguments(p) -> None:
+    from .backend import BACKENDS
+
+    p.add_argument("--run-file", required=True, help="results/<run>/run.json")
+    p.add_argument("--backend", required=True, choices=BACKENDS)
+    p.add_argument("--out", required=True, help="transfer_<backend>.csv")
+
+
+def absent_row(prov: dict, backend: str, reason: str) -> dict:
+    return {**prov, "backend": backend, "device": "", "device_name": "", "status": "absent",
+            "status_detail": reason}
+
+
+def cli(args) -> int:
+    from .backend import BackendUnavailable, device_strings
+    from .io import atomic_write_csv
+    from .matmul import device_info_safe, one_line
+    from .provenance import read_run_info, row_provenance
+
+    run_info = read_run_info(args.run_file)
+    config = run_info["config"]
+    prov = row_provenance(run_info)
+    if args.backend == "cpu":
+        atomic_write_csv(args.out, [absent_row(prov, "cpu", "cpu: no host<->device copy (the host is the device)")],
+                         columns=COLUMNS)
+        return 0
+    try:
+        devices = device_strings(args.backend)
+    except BackendUnavailable as exc:
+        atomic_write_csv(args.out, [absent_row(prov, args.backend, str(exc))], columns=COLUMNS)
+        print(f"transfer: {exc}")
+        return 0
+    rows = []
+    for device in devices:
+        base = {**prov, "backend": args.backend, "device": device, "device_name": device_info_safe(device)["name"]}
+        try:
+            rows += [{**base, **r} for r in device_rows(device, config["transfer"])]
+        except Exception as exc:  # the device could not be set up at all: one row says why
+            rows.append({**base, "status": "error", "status_detail": one_line(exc)})
+    atomic_write_csv(args.out, rows, columns=COLUMNS)
+    return 0

@@ -1,0 +1,131 @@
+"""Does accelbench's harness cost throughput? float32 GFLOP/s on the CPU, side by side, in one run:
+
+- accelbench: the matmul stage's own measurement (``TorchMatmul.time``: rotated inputs that
+  overflow the last-level cache, ``out=`` reuse, synced ``torch.utils.benchmark.Timer``, >= 6 blocks)
+- accelbench, no rotation: the same with one input pair (operands may stay in cache)
+- torch.utils.benchmark, bare: ``Timer("a @ b").blocked_autorange()`` on one pair, with the same
+  thread count (its default would be ONE thread)
+- numpy: ``a @ b`` in float32 through numpy's BLAS (stdlib ``timeit``, median of repeats), limited to
+  the same thread count with threadpoolctl where installed
+
+Each method is measured ``--rounds`` times per size in rotating order and keeps its best round (the
+machine may be shared). "best" is the faster of the two outside harnesses (bare
+torch.utils.benchmark, numpy). The second-to-last line is the harness's own cost (accelbench
+without rotation / best); the last line is accelbench as the pipeline runs it / best (geometric
+means over sizes; target >= 0.97). The gap between the two is the cost of not measuring from
+cache: at sizes whose operands fit in the last-level cache, rotation is expected to cost something.
+What numpy ran (BLAS library, kernel, threads) is printed; OPENBLAS_CORETYPE, where set, changes
+numpy's kernel (this script does not change it).
+
+    python bench/harness_fidelity.py [--sizes 256 512 1024 2048] [--threads 2] [--min-run-time 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import timeit
+
+import numpy as np
+import torch
+import torch.utils.benchmark as tb
+
+from accelbench.matmul import TorchMatmul, warmup_calls
+from accelbench.timing import Measurer
+
+
+def gflops(n: int, seconds: float) -> float:
+    return 2 * n ** 3 / seconds / 1e9
+
+
+def numpy_blas() -> tuple[str, object]:
+    """A description of numpy's BLAS, and a context that limits its threads (or None)."""
+    try:
+        import threadpoolctl
+
+        info = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+        desc = "; ".join(f"{i.get('internal_api')} {i.get('version')} kernel={i.get('architecture')} "
+                         f"threads={i.get('num_threads')} ({os.path.basename(i.get('filepath', ''))})" for i in info)
+        return desc or "unknown BLAS", threadpoolctl
+    except ImportError:
+        cfg = np.show_config(mode="dicts") if "mode" in np.show_config.__code__.co_varnames else {}
+        blas = (cfg.get("Build Dependencies", {}) or {}).get("blas", {}) if isinstance(cfg, dict) else {}
+        name = f"{blas.get('name', 'unknown BLAS')} {blas.get('version', '')}"
+        return f"{name} (install threadpoolctl to see the kernel)", None
+
+
+def run_accelbench(n: int, threads: int, min_run_time: float, rotate: bool) -> float:
+    m = Measurer("cpu", min_run_time_s=min_run_time, threads=threads)
+    k = TorchMatmul("cpu", "cpu", measurer=m, seed=0, rotate=rotate)
+    with k.mode("float32"):
+        call_s = k.probe("float32", n)
+        stats, _ = k.time("float32", n, warmup_calls(call_s))
+    return gflops(n, stats.median_s)
+
+
+def run_bare_timer(n: int, threads: int, min_run_time: float) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    t = tb.Timer("a @ b", globals={"a": a, "b": b}, num_threads=threads)
+    return gflops(n, t.blocked_autorange(min_run_time=min_run_time).median)
+
+
+def run_numpy(n: int, threads: int, min_run_time: float, threadpoolctl) -> float:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    limit = threadpoolctl.threadpool_limits(threads, user_api="blas") if threadpoolctl else None
+    try:
+        t = timeit.Timer("a @ b", globals={"a": a, "b": b})
+        number, elapsed = t.autorange()
+        repeat = max(5, math.ceil(min_run_time / max(elapsed, 1e-9)))
+        return gflops(n, statistics.median(t.repeat(repeat=repeat, number=number)) / number)
+    finally:
+        if limit is not None:
+            limit.unregister() if hasattr(limit, "unregister") else limit.restore_original_limits()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--min-run-time", type=float, default=0.3)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    desc, threadpoolctl = numpy_blas()
+    print(f"torch {torch.__version__} threads={args.threads}; numpy {np.__version__}: {desc}")
+    env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")}
+    print(" ".join(f"{k}={v!r}" for k, v in env.items()))
+    methods = {
+        "accelbench": lambda n: run_accelbench(n, args.threads, args.min_run_time, rotate=True),
+        "accelbench_norot": lambda n: run_accelbench(n, args.threads, args.min_run_time, rotate=False),
+        "tub_bare": lambda n: run_bare_timer(n, args.threads, args.min_run_time),
+        "numpy": lambda n: run_numpy(n, args.threads, args.min_run_time, threadpoolctl),
+    }
+    names = list(methods)
+    print(f"{'n':>6} " + " ".join(f"{m:>17}" for m in names) + f" {'norot/best':>10} {'acc/best':>9}"
+          f"   (GFLOP/s, best of {args.rounds})")
+    ratios, norot_ratios = [], []
+    for n in args.sizes:
+        best = {m: 0.0 for m in names}
+        for r in range(args.rounds):
+            for m in names[r % len(names):] + names[: r % len(names)]:  # rotate the order every round
+                best[m] = max(best[m], methods[m](n))
+        outside = max(best["tub_bare"], best["numpy"])
+        ratios.append(best["accelbench"] / outside)
+        norot_ratios.append(best["accelbench_norot"] / outside)
+        print(f"{n:>6} " + " ".join(f"{best[m]:>17.2f}" for m in names)
+              + f" {norot_ratios[-1]:>10.3f} {ratios[-1]:>9.3f}", flush=True)
+
+    def geomean(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+    print(f"harness cost: accelbench without rotation / best (geometric mean): {geomean(norot_ratios):.3f}")
+    print(f"ratio accelbench/best (geometric mean over sizes, target >= 0.97): {geomean(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""How much does a float32 matmul number move from one run to the next?
+
+Runs the real ``accelbench matmul`` stage ``--runs`` times, each in a fresh process (so process
+start-up, allocator state and thread-pool creation vary as they would between two pipeline runs),
+float32 only, on the CPU, and prints per size: runs, min / median / max TFLOP/s, the coefficient of
+variation (std/mean) across runs, and the median of the within-run IQR/median for comparison.
+The last line is the worst CV over sizes.
+
+    python bench/run_to_run_spread.py [--runs 5] [--sizes 256 512 1024] [--threads 2] [--min-run-time 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from accelbench.config import check, config_hash, with_defaults
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--min-run-time", type=float, default=0.3)
+    p.add_argument("--budget", type=float, default=10.0, help="matmul.point_budget_s")
+    args = p.parse_args()
+
+    raw = {"run": "spread", "matmul": {"sizes": args.sizes, "dtypes": ["float32"], "tf32": False, "fp8": False,
+                                       "min_run_time_s": args.min_run_time, "point_budget_s": args.budget}}
+    check(raw)
+    cfg = with_defaults(raw)
+    frames = []
+    with tempfile.TemporaryDirectory(prefix="accelbench-spread-") as tmp:
+        run_file = Path(tmp) / "run.json"
+        run_file.write_text(json.dumps({"run": "spread", "config": cfg, "config_hash": config_hash(cfg),
+                                        "git_commit": "bench", "accelbench_version": "bench"}))
+        for r in range(args.runs):
+            out = Path(tmp) / f"matmul_{r}.csv"
+            subprocess.run([sys.executable, "-m", "accelbench.cli", "matmul", "--run-file", str(run_file),
+                            "--backend", "cpu", "--threads", str(args.threads),
+                            "--checkpoint", str(Path(tmp) / f"ck_{r}.jsonl"), "--out", str(out)],
+                           check=True, stdout=subprocess.DEVNULL)
+            df = pd.read_csv(out)
+            df["run"] = r
+            frames.append(df)
+            points = zip(df["n"], df["tflops"], strict=True)
+            print(f"run {r + 1}/{args.runs}: " + ", ".join(f"n={n}: {t:.4g}" for n, t in points), flush=True)
+    df = pd.concat(frames)
+    df["iqr_ratio"] = df["iqr_s"] / df["median_s"]
+    g = df.groupby("n")
+    table = pd.DataFrame({
+        "runs": g["tflops"].count(),
+        "tflops_min": g["tflops"].min(),
+        "tflops_median": g["tflops"].median(),
+        "tflops_max": g["tflops"].max(),
+        "cv_pct": 100 * g["tflops"].std(ddof=1) / g["tflops"].mean(),
+        "within_run_iqr_pct": 100 * g["iqr_ratio"].median(),
+        "not_ok": g["status"].apply(lambda s: int((s != "ok").sum())),
+    })
+    print(f"threads={args.threads} min_run_time_s={args.min_run_time}")
+    print(table.to_string(float_format=lambda x: f"{x:.4g}"))
+    print(f"worst run-to-run CV over sizes: {table['cv_pct'].max():.2f}%")
+
+
+if __name__ == "__main__":
+    main()
