@@ -5,6 +5,7 @@
 rule warmup:
     input:
         run=f"{RUN_DIR}/run.json",
+        image=image_record,
         devices=f"{RUN_DIR}/devices.json",
     output:
         f"{RUN_DIR}/warmup_{{backend}}.csv",
@@ -15,9 +16,12 @@ rule warmup:
         mem_mb=4000,
         runtime=15,
         gpu=gpu_count,
+        gpu_model=gpu_model,
         bench=1,
     params:
         launch=launcher,
+    container:
+        BENCH_CONTAINER
     shell:
         "{params.launch} accelbench warmup --run-file {input.run:q} --backend {wildcards.backend}"
         " --threads {threads} --out {output:q} > {log:q} 2>&1"
@@ -26,6 +30,7 @@ rule warmup:
 rule matmul:
     input:
         run=f"{RUN_DIR}/run.json",
+        image=image_record,
         warmup=f"{RUN_DIR}/warmup_{{backend}}.csv",
     output:
         f"{RUN_DIR}/matmul_{{backend}}.csv",
@@ -36,10 +41,13 @@ rule matmul:
         mem_mb=16000,
         runtime=60,
         gpu=gpu_count,
+        gpu_model=gpu_model,
         bench=1,
     params:
         launch=launcher,
         checkpoint=f"{RUN_DIR}/checkpoints/matmul_{{backend}}.jsonl",
+    container:
+        BENCH_CONTAINER
     shell:
         "{params.launch} accelbench matmul --run-file {input.run:q} --backend {wildcards.backend}"
         " --threads {threads} --checkpoint {params.checkpoint:q} --out {output:q} > {log:q} 2>&1"
@@ -48,6 +56,7 @@ rule matmul:
 rule transfer:
     input:
         run=f"{RUN_DIR}/run.json",
+        image=image_record,
         matmul=f"{RUN_DIR}/matmul_{{backend}}.csv",
     output:
         f"{RUN_DIR}/transfer_{{backend}}.csv",
@@ -58,9 +67,12 @@ rule transfer:
         mem_mb=8000,
         runtime=15,
         gpu=gpu_count,
+        gpu_model=gpu_model,
         bench=1,
     params:
         launch=launcher,
+    container:
+        BENCH_CONTAINER
     shell:
         "{params.launch} accelbench transfer --run-file {input.run:q} --backend {wildcards.backend}"
         " --out {output:q} > {log:q} 2>&1"

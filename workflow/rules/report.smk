@@ -21,9 +21,10 @@ rule aggregate:
         mem_mb=2000,
         runtime=10,
     params:
-        results=RESULTS,
+        results=lambda wildcards, input: subpath(input.run, ancestor=2),
+        out_dir=lambda wildcards, output: subpath(output.manifest, parent=True),
     shell:
-        "accelbench aggregate --results {params.results:q} --out-dir {RESULTS}/aggregate > {log:q} 2>&1"
+        "accelbench aggregate --results {params.results:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule plots:
@@ -41,8 +42,11 @@ rule plots:
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
+        out_dir=lambda wildcards, output: subpath(output[0], parent=True),
     shell:
-        "accelbench plots --aggregate-dir {RESULTS}/aggregate --out-dir {RESULTS}/plots > {log:q} 2>&1"
+        "accelbench plots --aggregate-dir {params.aggregate_dir:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -57,5 +61,9 @@ rule report:
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
+        plots_dir=lambda wildcards, input: subpath(input.plots[0], parent=True),
     shell:
-        "accelbench report --aggregate-dir {RESULTS}/aggregate --plots-dir {RESULTS}/plots --out {output:q} > {log:q} 2>&1"
+        "accelbench report --aggregate-dir {params.aggregate_dir:q} --plots-dir {params.plots_dir:q}"
+        " --out {output:q} > {log:q} 2>&1"
