@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
+import re
 from pathlib import Path
 
 import jsonschema
@@ -23,10 +25,17 @@ class ConfigError(ValueError):
     """A config value the schema rejects; str() is one line naming the key."""
 
 
+_SCHEMA_CACHE: dict[tuple[str, int], dict] = {}
+
+
 def load_schema(path: Path | str | None = None) -> dict:
+    """The schema as a dict (a fresh copy; parsed once per file version: PyYAML is slow)."""
     path = Path(path) if path else SCHEMA_PATH
-    with open(path) as fh:
-        return yaml.safe_load(fh)
+    key = (str(path.resolve()), path.stat().st_mtime_ns)
+    if key not in _SCHEMA_CACHE:
+        with open(path) as fh:
+            _SCHEMA_CACHE[key] = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return copy.deepcopy(_SCHEMA_CACHE[key])
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -46,8 +55,51 @@ def _resolve(schema: dict, sub: dict) -> dict:
     return {**node, **{k: v for k, v in sub.items() if k != "$ref"}}
 
 
+def _short(value, limit: int = 60) -> str:
+    """repr() of a config value, cut to ``limit`` characters (always one line: repr escapes newlines)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe_pattern(pattern: str, value) -> str:
+    """Say in words what a ``^[first][rest]{0,N}$`` name pattern allows, and what in ``value`` breaks it.
+
+    Falls back to quoting the pattern when it has another shape.
+    """
+    classes = re.findall(r"\[([^\]]+)\]", pattern)
+    bounds = re.findall(r"\{0,(\d+)\}", pattern)
+    if not classes:
+        return f"allowed: pattern {pattern}"
+    rest = max(classes, key=len)
+    kinds = (["letters"] if "A-Z" in rest or "a-z" in rest else []) + (["digits"] if "0-9" in rest else [])
+    punct = " ".join(rest.replace("A-Z", "").replace("a-z", "").replace("0-9", ""))
+    allowed = ", ".join(kinds) + (f" and {punct}" if punct else "")
+    max_len = int(bounds[-1]) + (len(classes) > 1) if bounds else None
+    if max_len:
+        allowed += f", at most {max_len} characters"
+    if len(classes) > 1:
+        first = classes[0]
+        options = (["a letter"] if "A-Z" in first or "a-z" in first else []) + (["a digit"] if "0-9" in first else [])
+        options += list(first.replace("A-Z", "").replace("a-z", "").replace("0-9", ""))
+        allowed += ", starting with " + (", ".join(options[:-1]) + " or " + options[-1] if len(options) > 1 else options[0])
+    why = ""
+    if isinstance(value, str):
+        bad = next((ch for ch in value if not re.fullmatch(f"[{rest}]", ch)), None)
+        if bad is not None:
+            why = f" (contains {bad!r})"
+        elif len(classes) > 1 and value and not re.fullmatch(f"[{classes[0]}]", value[0]):
+            why = f" (starts with {value[0]!r})"
+        elif max_len and len(value) > max_len:
+            why = f" (is {len(value)} characters long)"
+    return f"is not allowed{why}; allowed: {allowed}; no spaces or shell metacharacters"
+
+
 def describe_error(error: jsonschema.ValidationError, schema: dict) -> str:
     """One line: the key, the offending value, and what the schema allows there."""
+    return " ".join(_describe_error(error, schema).split("\n"))
+
+
+def _describe_error(error: jsonschema.ValidationError, schema: dict) -> str:
     key = _key_path(error)
     sub = _resolve(schema, error.schema) if isinstance(error.schema, dict) else {}
     v = error.validator
@@ -57,38 +109,88 @@ def describe_error(error: jsonschema.ValidationError, schema: dict) -> str:
         where = key if key != "<top level>" else "config"
         return f"{where}: unknown key(s) {', '.join(map(repr, extra))}; allowed: {', '.join(allowed)}"
     if v == "enum":
-        return f"{key}: {error.instance!r} is not allowed; allowed: {', '.join(map(str, sub.get('enum', error.validator_value)))}"
+        return f"{key}: {_short(error.instance)} is not allowed; allowed: {', '.join(map(str, sub.get('enum', error.validator_value)))}"
     if v == "propertyNames":
         return f"{key}: {error.message}"
     if v == "type":
-        return f"{key}: {error.instance!r} has the wrong type; expected {error.validator_value}"
+        if isinstance(error.instance, float) and not math.isfinite(error.instance):
+            return f"{key}: {error.instance!r} is not allowed; expected a finite number"
+        return f"{key}: {_short(error.instance)} has the wrong type; expected {error.validator_value}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[v]
-        return f"{key}: {error.instance!r} is out of range; allowed: {op} {error.validator_value}"
+        return f"{key}: {_short(error.instance)} is out of range; allowed: {op} {error.validator_value}"
     if v == "minItems":
         return f"{key}: must not be empty (at least {error.validator_value} item(s))"
     if v == "uniqueItems":
-        return f"{key}: {error.instance!r} has duplicate items"
+        return f"{key}: {_short(error.instance)} has duplicate items"
     if v == "pattern":
-        return (f"{key}: {error.instance!r} is not allowed; allowed: letters, digits and . _ - "
-                f"(pattern {error.validator_value}) - no spaces or shell metacharacters")
-    return f"{key}: {error.message}"
+        return f"{key}: {_short(error.instance)} {_describe_pattern(error.validator_value, error.instance)}"
+    return f"{key}: {_short(error.message, 200)}"
+
+
+def _is_integer(checker, instance) -> bool:
+    """An int, not a bool and not a float such as 1.0 (a size of 1.0 would reach torch as a float)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(checker, instance) -> bool:
+    """An int or a finite float: NaN passes every range check and infinity makes a time budget endless."""
+    if isinstance(instance, bool):
+        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and math.isfinite(instance))
+
+
+def _pattern(validator, pattern, instance, schema):
+    """``pattern`` with JSON Schema's (ECMA-262) meaning of a final ``$``: the end of the string.
+
+    Python's ``re`` also lets ``$`` match before a trailing newline, so jsonschema would accept
+    ``"run1\\n"`` as a run id; here a final ``$`` means ``\\Z``.
+    """
+    if not isinstance(instance, str):
+        return
+    strict = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+    if not re.search(strict, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _validator(schema: dict):
+    base = jsonschema.validators.validator_for(schema)
+    checker = base.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+    return jsonschema.validators.extend(base, validators={"pattern": _pattern}, type_checker=checker)(schema)
 
 
 def check(config: dict, schema: dict | None = None) -> dict:
     """Validate ``config`` (unchanged) and return it; raise ConfigError with a one-line message.
 
     Among several errors the one jsonschema ranks most relevant is reported (``best_match``),
-    and for errors inside ``anyOf``-like branches the deepest.
+    and for errors inside ``anyOf``-like branches the deepest. Stricter than the schema's plain
+    JSON types (so stricter than snakemake's ``validate``, which runs after this): an integer is
+    never a bool or a float such as 1.0, and a number is never NaN or infinite.
     """
     schema = schema or load_schema()
-    cls = jsonschema.validators.validator_for(schema)
-    validator = cls(schema)
-    errors = list(validator.iter_errors(config))
+    errors = list(_validator(schema).iter_errors(config))
     if errors:
         best = jsonschema.exceptions.best_match(errors)
         raise ConfigError(describe_error(best, schema))
+    check_cross_keys(with_defaults(config, schema))
     return config
+
+
+def check_cross_keys(config: dict) -> None:
+    """Rules between keys that a JSON schema cannot say, on the defaults-filled config; checked with
+    the schema so that they too stop the run before any job (not halfway, when the stage gets there)."""
+    warm = config.get("warmup") or {}
+    if {"window", "max_iters"} <= warm.keys() and warm["window"] > warm["max_iters"]:
+        raise ConfigError(f"warmup.window: {warm['window']} is larger than warmup.max_iters ({warm['max_iters']}), "
+                          f"so the device could never be found stable; allowed: 2 .. {warm['max_iters']}")
+    if "amp" in config:
+        from .amp import check_amp_config  # the AMP stage owns its rules
+
+        check_amp_config(config["amp"])
+    if "container" in config and "backends" in config:
+        from .containers import check_config as check_container_config  # so do the containers
+
+        check_container_config(config)
 
 
 def with_defaults(config: dict, schema: dict | None = None) -> dict:

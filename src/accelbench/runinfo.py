@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from . import __version__
-from .config import check, config_hash, load_schema, with_defaults
+from .config import ConfigError, check, config_hash, load_schema, with_defaults
 from .io import atomic_write_json
 from .provenance import git_commit
 
@@ -21,10 +21,28 @@ def add_arguments(p) -> None:
     p.add_argument("--out", required=True)
 
 
+def parse_config_json(text: str) -> dict:
+    """The workflow's config from ``--config-json``; a ConfigError (one line) if it is not a JSON mapping."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--config-json: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"--config-json: must be a JSON object of config keys, got {type(config).__name__}")
+    return config
+
+
 def cli(args) -> int:
-    config = json.loads(args.config_json)
+    config = parse_config_json(args.config_json)
     schema = load_schema()
     check(config, schema)
+    # the run id names folders and reaches command lines: same rule as the config's "run"
+    try:
+        check({"run": args.run}, schema)
+    except ConfigError as exc:
+        raise ConfigError(f"--run: {str(exc).split(': ', 1)[1]}") from None
+    if not args.run:
+        raise ConfigError("--run: must not be empty")
     config = with_defaults(config, schema)
     atomic_write_json(args.out, {
         "run": args.run,

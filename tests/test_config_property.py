@@ -1,0 +1,303 @@
+"""Property-based: configs drawn from the schema's own structure.
+
+Valid ones (every key optional, every value drawn from what the schema allows) give a DAG that
+``snakemake --dry-run`` accepts, with one benchmark job per backend. Invalid ones (one key of a
+valid config mutated: wrong type, out of range, bad enum value, shell metacharacters, empty list,
+unknown key) stop with one line naming that key, before any job. The strategies are built by
+walking ``workflow/schemas/config.schema.yaml``, so keys added later are covered too.
+
+Each snakemake call costs a few seconds, so the snakemake-level properties keep few examples;
+the same mutations are checked in-process (``accelbench.config.check``) with many more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from accelbench import config as cfg
+from accelbench.config import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = cfg.load_schema()
+SNAKEMAKE_NOTICE = re.compile(r"^Config file \S+ is (extended|replaced) by additional config")
+SHELL_NASTIES = ["a;b", "$(id)", "`id`", "a b", "a|b", "a&&b", "a>b", "x'y", "a\nb", "a\tb", "a*"]
+
+
+def resolve(node: dict) -> dict:
+    return cfg._resolve(SCHEMA, node)
+
+
+# ---- valid configs from the schema ----------------------------------------------------------
+
+def _integers(sub: dict):
+    low = sub["minimum"] if "minimum" in sub else sub.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in sub else 0
+    return st.integers(min_value=low, max_value=low + 4096)
+
+
+def _numbers(sub: dict):
+    if "minimum" in sub:
+        low, exclude = sub["minimum"], False
+    elif "exclusiveMinimum" in sub:
+        low, exclude = sub["exclusiveMinimum"], True
+    else:
+        low, exclude = 0.0, False
+    high = sub.get("maximum", low + 100.0)
+    return st.floats(min_value=low, max_value=high, exclude_min=exclude, allow_nan=False, allow_infinity=False)
+
+
+def valid(sub: dict):
+    """A strategy for values the schema accepts at ``sub``; every object key is optional."""
+    sub = resolve(sub)
+    if "enum" in sub:
+        return st.sampled_from(sub["enum"])
+    kind = sub.get("type")
+    if kind == "object":
+        if "properties" in sub:
+            return st.fixed_dictionaries({}, optional={k: valid(v) for k, v in sub["properties"].items()})
+        keys = resolve(sub.get("propertyNames", {})).get("enum", ["k"])
+        return st.dictionaries(st.sampled_from(keys), valid(sub.get("additionalProperties", {})), max_size=2)
+    if kind == "array":
+        items = resolve(sub["items"])
+        return st.lists(valid(items), min_size=sub.get("minItems", 0), max_size=4,
+                        unique=sub.get("uniqueItems", False))
+    if kind == "integer":
+        return _integers(sub)
+    if kind == "number":
+        return _numbers(sub)
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "string":
+        pattern = sub.get("pattern", r"^[a-z]{1,8}$")
+        return st.from_regex(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern, fullmatch=True)
+    raise AssertionError(f"no strategy for schema node {sub}")
+
+
+def satisfy_cross_keys(config: dict) -> dict:
+    """Adjust a schema-valid config to the rules between keys (config.check_cross_keys), by setting
+    the keys involved explicitly: warmup.window <= max_iters; amp.warmup_steps < steps;
+    amp.batch_size <= data.n_train; amp.transformer.n_heads divides d_model; with a container
+    runtime only backends that have an image (cpu, cuda, rocm)."""
+    filled = cfg.with_defaults(config)
+    if filled["container"]["runtime"] != "none":
+        kept = [b for b in filled["backends"] if b in ("cpu", "cuda", "rocm")]
+        config["backends"] = kept or ["cpu"]
+    warm, amp = filled["warmup"], filled["amp"]
+    if warm["window"] > warm["max_iters"]:
+        config.setdefault("warmup", {})["window"] = warm["max_iters"]
+    if amp["warmup_steps"] >= amp["steps"]:
+        config.setdefault("amp", {})["warmup_steps"] = amp["steps"] - 1
+    if amp["batch_size"] > amp["data"]["n_train"]:
+        config.setdefault("amp", {})["batch_size"] = amp["data"]["n_train"]
+    t = amp["transformer"]
+    if t["d_model"] % t["n_heads"]:
+        config.setdefault("amp", {}).setdefault("transformer", {})["d_model"] = t["n_heads"] * max(1, t["d_model"] // t["n_heads"])
+    return config
+
+
+VALID = valid(SCHEMA).map(satisfy_cross_keys)
+
+
+# ---- one mutation of a valid config ---------------------------------------------------------
+
+def leaves(config, path=()):
+    """(path, value) of every value in the config, containers included."""
+    yield path, config
+    if isinstance(config, dict):
+        for k, v in config.items():
+            yield from leaves(v, path + (k,))
+    elif isinstance(config, list):
+        for i, v in enumerate(config):
+            yield from leaves(v, path + (i,))
+
+
+def schema_at(path: tuple) -> dict:
+    node = resolve(SCHEMA)
+    for p in path:
+        if isinstance(p, int):
+            node = resolve(node["items"])
+        elif "properties" in node:
+            node = resolve(node["properties"][p])
+        else:
+            node = resolve(node["additionalProperties"])
+    return node
+
+
+def key_text(path: tuple) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else ("." if out else "") + str(p)
+    return out
+
+
+def bad_values(sub: dict) -> list:
+    """Values the schema rejects at ``sub``, each with the kind of mistake it is."""
+    kind = sub.get("type")
+    out = []
+    if kind != "string":
+        out.append(("type", "text"))
+    if kind not in ("integer", "number"):
+        out.append(("type", 3))
+    else:
+        out.append(("type", [1]))
+        out.append(("type", float("nan")))
+    if kind == "integer":
+        out.append(("type", 2.5))
+    if "minimum" in sub:
+        out.append(("range", sub["minimum"] - 1))
+    if "exclusiveMinimum" in sub:
+        out.append(("range", sub["exclusiveMinimum"]))
+    if "maximum" in sub:
+        out.append(("range", sub["maximum"] + 1))
+    if "enum" in sub:
+        out.append(("enum", "not_a_" + str(sub["enum"][0])))
+    if kind == "string" and "pattern" in sub:
+        out += [("shell", s) for s in SHELL_NASTIES]
+    if kind == "array" and sub.get("minItems", 0) > 0:
+        out.append(("empty", []))
+    return out
+
+
+def replace(config, path: tuple, value):
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(config, list):
+        return [replace(v, rest, value) if i == head else v for i, v in enumerate(config)]
+    return {k: (replace(v, rest, value) if k == head else v) for k, v in config.items()}
+
+
+@st.composite
+def invalid(draw):
+    """(config, message must start with, message must contain): one key of a valid config mutated."""
+    config = draw(VALID)
+    spots = [(p, v) for p, v in leaves(config) if p]
+    objects = [p for p, v in leaves(config) if isinstance(v, dict) and "properties" in schema_at(p)]
+    choices = []
+    for path, _ in spots:
+        for kind, bad in bad_values(schema_at(path)):
+            choices.append(("value", path, kind, bad))
+    for path in objects:
+        choices.append(("unknown", path, "unknown", None))
+    action, path, kind, bad = draw(st.sampled_from(choices))
+    if action == "unknown":
+        node = config
+        for p in path:
+            node = node[p]
+        known = sorted(schema_at(path)["properties"])
+        typo = draw(st.sampled_from(known))[:-1] + "_"  # a near-miss of a real key
+        node_bad = {**node, typo: 1}
+        where = key_text(path) if path else "config"
+        return replace(config, path, node_bad), f"{where}: unknown key(s) {typo!r}", "allowed: " + ", ".join(known)
+    sub = schema_at(path)
+    contains = {"enum": "allowed: " + ", ".join(map(str, sub.get("enum", []))), "shell": "is not allowed",
+                "range": "out of range", "empty": "must not be empty"}.get(kind, "")
+    return replace(config, path, bad), key_text(path) + ":", contains
+
+
+# ---- in-process: many examples --------------------------------------------------------------
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(VALID)
+def test_valid_configs_pass_check(config):
+    cfg.check(config)
+    filled = cfg.with_defaults(config)
+    cfg.check(filled)
+    assert cfg.config_hash(filled) == cfg.config_hash(cfg.with_defaults(filled))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(invalid())
+def test_invalid_configs_name_the_key(case):
+    config, starts, contains = case
+    with pytest.raises(ConfigError) as info:
+        cfg.check(config)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(starts) and contains in message, (message, starts)
+
+
+# ---- the real snakemake command: few examples -----------------------------------------------
+
+# a snakemake call takes seconds: no shrinking (it would call snakemake hundreds of times); a failing
+# example is printed as drawn
+SNAKEMAKE_PHASES = [Phase.explicit, Phase.reuse, Phase.generate]
+SNAKEMAKE_CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
+    (workdir / "c.yaml").write_text(yaml.safe_dump(config))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+                           str(workdir), "--configfile", str(workdir / "c.yaml"), "--cores", "1", *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run: rule -> number of jobs."""
+    table = stdout.split("Job stats:", 1)[1]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def expected_run_id(config: dict) -> str:
+    if config.get("run"):
+        return config["run"]
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0]) or "host"
+    return f"{host}-{config.get('container', {}).get('runtime', 'none')}"
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS)
+@given(config=VALID)
+def test_valid_config_gives_dag(tmp_path_factory, config):
+    work = tmp_path_factory.mktemp("valid")
+    proc = snakemake(work, config, "--dry-run")
+    if config.get("container", {}).get("runtime") == "apptainer":
+        # valid, but only under `snakemake --sdm apptainer` (which needs the apptainer binary to build a
+        # DAG): without it the run stops at once with one line saying so
+        errors = [l for l in proc.stderr.splitlines() if l.strip() and not SNAKEMAKE_NOTICE.match(l)]
+        assert proc.returncode != 0 and len(errors) == 1, (config, proc.stderr)
+        assert errors[0].startswith("accelbench: config error: container.runtime: apptainer needs"), errors
+        return
+    assert proc.returncode == 0, (config, proc.stdout[-2000:] + proc.stderr[-3000:])
+    backends = config.get("backends", ["cpu"])
+    accel = [b for b in backends if b != "cpu"]
+    counts = job_counts(proc.stdout)
+    assert counts.get("run_info") == 1 and counts.get("detect") == 1, counts
+    for rule in ("warmup", "matmul", "amp"):
+        assert counts.get(rule) == len(backends), (rule, counts)
+    assert counts.get("transfer", 0) == len(accel), counts
+    assert counts.get("report") == 1, counts
+    run = expected_run_id(config)
+    for b in backends:
+        assert f"results/{run}/matmul_{b}.csv" in proc.stdout, (run, b)
+    assert not (work / "results").exists()
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS)
+@given(case=invalid())
+def test_invalid_config_stops_snakemake_with_one_line(tmp_path_factory, case):
+    config, starts, contains = case
+    work = tmp_path_factory.mktemp("invalid")
+    proc = snakemake(work, config)  # a real run, not a dry run: no job may start
+    assert proc.returncode != 0, (config, proc.stdout[-2000:])
+    errors = [l for l in proc.stderr.splitlines() if l.strip() and not SNAKEMAKE_NOTICE.match(l)]
+    assert len(errors) == 1, (config, proc.stderr)
+    assert errors[0].startswith("accelbench: config error: " + starts) and contains in errors[0], (errors, starts)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (work / "results").exists()
