@@ -38,7 +38,7 @@ REPORT_HTML = f"{RESULTS}/report.html"
 
 
 def git_commit():
-    """The pipeline checkout's commit, "+dirty" when tracked files differ from it (accelbench.provenance)."""
+    """The pipeline checkout's commit, marked dirty when tracked files differ from it (accelbench.provenance)."""
     from accelbench.provenance import git_commit as _git_commit
 
     return _git_commit(workflow.basedir)
@@ -140,3 +140,17 @@ def run_files(kind):
     if kind == "amp":
         return expand(f"{RUN_DIR}/amp_{{backend}}_summary.csv", backend=BACKENDS)
     return expand(f"{RUN_DIR}/{kind}_{{backend}}.csv", backend=BACKENDS)
+
+
+# ---- container images (workflow/rules/containers.smk) ----
+from pathlib import Path as _Path
+
+
+def image_sources(wildcards):
+    """What the image is built from: a change to any of them rebuilds it (and reruns its backend)."""
+    if not config["container"]["build"]:
+        return []
+    base = _Path(workflow.basedir)
+    src = [p for p in (base / "src" / "accelbench").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return [str(base / "containers" / wildcards.backend / "Containerfile"), str(base / "pyproject.toml"),
+            *sorted(map(str, src))]

@@ -2,19 +2,6 @@
 # containers/<backend>/Containerfile (container.build: true) or taken as it is (false: pulled if missing), and
 # recorded with its id in results/<run>/images/<backend>.json; every rule of that backend depends on the record
 # and runs in exactly that image (accelbench container exec). Not in the DAG for runtime none or apptainer.
-from pathlib import Path as _Path
-
-
-def image_sources(wildcards):
-    """What the image is built from: a change to any of them rebuilds it (and reruns its backend)."""
-    if not config["container"]["build"]:
-        return []
-    base = _Path(workflow.basedir)
-    src = [p for p in (base / "src" / "accelbench").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    return [str(base / "containers" / wildcards.backend / "Containerfile"), str(base / "pyproject.toml"),
-            *sorted(map(str, src))]
-
-
 rule container_image:
     input:
         run=f"{RUN_DIR}/run.json",
