@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import columns
+from .stage import device_info_safe, one_line, set_threads  # noqa: F401  (re-exported for tests)
 from .timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
 
 DTYPES = ("float32", "tf32", "bfloat16", "float16", "float8_e4m3fn")
@@ -207,12 +208,6 @@ def failure_status(exc: BaseException) -> str:
 def _torch_oom_type():
     torch = sys.modules.get("torch")
     return getattr(torch, "OutOfMemoryError", None) if torch else None
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or repr(exc)
-    text = f"{type(exc).__name__}: {text}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---- one point ----------------------------------------------------------------------------------
@@ -617,18 +612,6 @@ def absent_row(base: dict, backend: str, reason: str) -> dict:
     return row
 
 
-def device_info_safe(device: str) -> dict:
-    """``devices.device_info`` (name, CPU flags, ...), or just the device string when it fails."""
-    try:
-        from .devices import device_info
-
-        info = dict(device_info(device) or {})
-    except Exception as exc:  # detection problems must not stop a measurement
-        info = {"detail": one_line(exc)}
-    info.setdefault("name", device)
-    return info
-
-
 def peak_safe(backend: str, info: dict, dtype: str, threads: int, overrides: dict) -> tuple[float | None, str, bool]:
     """(peak TFLOP/s or None, its source, whether it bounds what the device can do).
 
@@ -646,15 +629,6 @@ def peak_safe(backend: str, info: dict, dtype: str, threads: int, overrides: dic
     return (float(peak) if peak else None), str(source), bound
 
 
-def set_threads(threads: int) -> int:
-    """Apply ``--threads`` (0: torch's default) and return the thread count torch will use."""
-    import torch
-
-    if threads > 0:
-        torch.set_num_threads(threads)
-    return torch.get_num_threads()
-
-
 def add_arguments(p) -> None:
     from .backend import BACKENDS
 
@@ -667,28 +641,20 @@ def add_arguments(p) -> None:
 
 
 def cli(args) -> int:
-    from .backend import BackendUnavailable, device_strings
-    from .config import ConfigError
     from .io import Checkpoint, atomic_write_csv
-    from .provenance import read_run_info, row_provenance
+    from .stage import start
 
-    if args.threads < 0:
-        raise ConfigError(f"--threads: {args.threads} is out of range; allowed: >= 0 (0: torch's default)")
-    run_info = read_run_info(args.run_file)
-    config = run_info["config"]
-    prov = row_provenance(run_info)
-    try:
-        devices = device_strings(args.backend)
-    except BackendUnavailable as exc:
-        atomic_write_csv(args.out, [absent_row(prov, args.backend, str(exc))], columns=COLUMNS)
-        print(f"matmul: {exc}")
+    st = start(args.run_file, args.backend, args.threads)
+    if not st.devices:
+        atomic_write_csv(args.out, [absent_row(st.prov, args.backend, st.absent_reason)], columns=COLUMNS)
+        print(f"matmul: {st.absent_reason}")
         return 0
 
     threads = set_threads(args.threads)
-    settings = Settings.from_config(config, threads)
-    mm_cfg = config["matmul"]
+    settings = Settings.from_config(st.config, threads)
+    mm_cfg = st.config["matmul"]
     dtypes = plan_dtypes(args.backend, mm_cfg)
-    infos = {d: device_info_safe(d) for d in devices}
+    infos = {d: device_info_safe(d) for d in st.devices}
     ckpt_path = args.checkpoint or str(Path(args.out).parent / "checkpoints" / f"matmul_{args.backend}.jsonl")
     checkpoint = Checkpoint(ckpt_path, ("device", "dtype", "n"))
 
@@ -698,11 +664,11 @@ def cli(args) -> int:
                            rotate=settings.rotate_inputs)
 
     rows = sweep(
-        devices, dtypes, mm_cfg["sizes"], settings,
+        st.devices, dtypes, mm_cfg["sizes"], settings,
         kernels_for=kernels_for,
-        device_row=lambda d: {**prov, "backend": args.backend, "device": d, "device_name": infos[d]["name"]},
+        device_row=lambda d: st.device_row(args.backend, d, infos[d]),
         peak_for=lambda d, dt: peak_safe(args.backend, infos[d], dt, threads, mm_cfg.get("peak_tflops") or {}),
-        checkpoint=checkpoint, config_hash=run_info["config_hash"],
+        checkpoint=checkpoint, config_hash=st.run_info["config_hash"],
     )
     atomic_write_csv(args.out, rows, columns=COLUMNS)
     return 0

@@ -71,7 +71,8 @@ class TorchCopies:
 def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
                  unstable_iqr_ratio: float) -> dict:
     """One (direction, memory, size): its row without provenance. Failures are the row's status."""
-    from .matmul import failure_status, one_line
+    from .matmul import failure_status
+    from .stage import one_line
 
     nan = float("nan")
     row = {"direction": direction, "memory": memory, "size_bytes": nbytes, "median_s": nan, "iqr_s": nan,
@@ -133,29 +134,21 @@ def absent_row(prov: dict, backend: str, reason: str) -> dict:
 
 
 def cli(args) -> int:
-    from .backend import BackendUnavailable, device_strings
     from .io import atomic_write_csv
-    from .matmul import device_info_safe, one_line
-    from .provenance import read_run_info, row_provenance
+    from .stage import one_line, start
 
-    run_info = read_run_info(args.run_file)
-    config = run_info["config"]
-    prov = row_provenance(run_info)
+    st = start(args.run_file, args.backend)
     if args.backend == "cpu":
-        atomic_write_csv(args.out, [absent_row(prov, "cpu", "cpu: no host<->device copy (the host is the device)")],
-                         columns=COLUMNS)
-        return 0
-    try:
-        devices = device_strings(args.backend)
-    except BackendUnavailable as exc:
-        atomic_write_csv(args.out, [absent_row(prov, args.backend, str(exc))], columns=COLUMNS)
-        print(f"transfer: {exc}")
+        st.devices, st.absent_reason = [], "cpu: no host<->device copy (the host is the device)"
+    if not st.devices:
+        atomic_write_csv(args.out, [absent_row(st.prov, args.backend, st.absent_reason)], columns=COLUMNS)
+        print(f"transfer: {st.absent_reason}")
         return 0
     rows = []
-    for device in devices:
-        base = {**prov, "backend": args.backend, "device": device, "device_name": device_info_safe(device)["name"]}
+    for device in st.devices:
+        base = st.device_row(args.backend, device)
         try:
-            rows += [{**base, **r} for r in device_rows(device, config["transfer"])]
+            rows += [{**base, **r} for r in device_rows(device, st.config["transfer"])]
         except Exception as exc:  # the device could not be set up at all: one row says why
             rows.append({**base, "status": "error", "status_detail": one_line(exc)})
     atomic_write_csv(args.out, rows, columns=COLUMNS)

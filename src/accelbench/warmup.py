@@ -76,7 +76,7 @@ def synced_call(device: str, n: int, seed: int = 0, torch=None) -> Callable[[], 
 def device_rows(device: str, warm_cfg: dict, *, threads: int, seed: int = 0,
                 make_call: Callable[..., Callable[[], float]] = synced_call) -> list[dict]:
     """The per-call rows of one device (without provenance); one ``error`` row if the workload fails."""
-    from .matmul import one_line
+    from .stage import one_line
 
     n = warm_cfg["n"]
     try:
@@ -103,30 +103,21 @@ def add_arguments(p) -> None:
 
 
 def cli(args) -> int:
-    from .backend import BackendUnavailable, device_strings
-    from .config import ConfigError
     from .io import atomic_write_csv
-    from .matmul import device_info_safe, set_threads
-    from .provenance import read_run_info, row_provenance
+    from .stage import set_threads, start
 
-    if args.threads < 0:
-        raise ConfigError(f"--threads: {args.threads} is out of range; allowed: >= 0 (0: torch's default)")
-    run_info = read_run_info(args.run_file)
-    config = run_info["config"]
-    prov = row_provenance(run_info)
-    try:
-        devices = device_strings(args.backend)
-    except BackendUnavailable as exc:
-        row = {**prov, "backend": args.backend, "device": "", "device_name": "", "status": "absent",
-               "status_detail": str(exc), "stable_at_iter": -1}
+    st = start(args.run_file, args.backend, args.threads)
+    if not st.devices:
+        row = {**st.prov, "backend": args.backend, "device": "", "device_name": "", "status": "absent",
+               "status_detail": st.absent_reason, "stable_at_iter": -1}
         atomic_write_csv(args.out, [row], columns=COLUMNS)
-        print(f"warmup: {exc}")
+        print(f"warmup: {st.absent_reason}")
         return 0
     threads = set_threads(args.threads)
     rows = []
-    for device in devices:
-        base = {**prov, "backend": args.backend, "device": device, "device_name": device_info_safe(device)["name"]}
-        dev_rows = device_rows(device, config["warmup"], threads=threads, seed=config.get("seed", 0))
+    for device in st.devices:
+        base = st.device_row(args.backend, device)
+        dev_rows = device_rows(device, st.config["warmup"], threads=threads, seed=st.config.get("seed", 0))
         last = dev_rows[-1]
         print(f"warmup {device}: {last['status']} cold {last['cold_s']:.4g} s, warm {last['warm_s']:.4g} s, "
               f"stable at call {last['stable_at_iter']} of {len(dev_rows)}")
