@@ -321,9 +321,12 @@ def test_build_records_the_built_image(tmp_path, fake_engine, runtime):
     assert rec["build_args"]["TORCH_VERSION"] == "2.13.0+cpu" and rec["build_args"]["VCS_REF"] == "c0ffee"
     build = fake_engine()[0]
     iid = build[build.index("--iidfile") + 1]
+    # a checkout cloned from a public remote labels the image with it (a local path is no source URL)
+    source = C.default_build_args(REPO).get("SOURCE_URL")
     assert build == [runtime, "build", "--network=host", "-f", str(REPO / "containers/cpu/Containerfile"),
                      "-t", "localhost/ab-cpu:t", "--build-arg", "ACCELBENCH_VERSION=0.1.0", "--build-arg",
-                     "VCS_REF=c0ffee", "--build-arg", "TORCH_VERSION=2.13.0+cpu", "--iidfile", iid, str(REPO)]
+                     "VCS_REF=c0ffee", *(["--build-arg", f"SOURCE_URL={source}"] if source else []),
+                     "--build-arg", "TORCH_VERSION=2.13.0+cpu", "--iidfile", iid, str(REPO)]
     assert fake_engine()[1] == [runtime, "image", "inspect", "0123abcd" * 8]
 
 
@@ -553,3 +556,13 @@ def test_apptainer_runs_each_benchmark_rule_in_its_image(tmp_path, fake_apptaine
     assert len(rows) > 0 and (rows["container_image"] == str(sif)).all()
     devices = json.loads((work / "results" / "tiny" / "devices.json").read_text())
     assert devices["container_image"] == str(sif) and devices["env"]["APPTAINER_CONTAINER"] == str(sif)
+
+
+@pytest.mark.parametrize("url,kept", [
+    ("https://github.com/org/accelbench.git", True), ("git@github.com:org/accelbench.git", True),
+    ("ssh://git@host/org/accelbench", True), ("/work/main", False), ("../accelbench", False),
+])
+def test_source_label_only_from_a_real_remote(tmp_path, url, kept):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", url], check=True)
+    assert ("SOURCE_URL" in C.default_build_args(tmp_path, commit="c")) is kept

@@ -339,13 +339,16 @@ def _git(context: Path, *args: str) -> str:
         return ""
 
 
+REMOTE_URL_RE = re.compile(r"^(https?://|ssh://|git://|git@[^/:]+:)")
+
+
 def default_build_args(context: Path, commit: str = "") -> dict:
     """Labels' values: the package version and the pipeline's commit (and origin, where there is one)."""
     from . import __version__
 
     args = {"ACCELBENCH_VERSION": __version__, "VCS_REF": commit or _git(context, "rev-parse", "HEAD") or "unknown"}
     url = _git(context, "remote", "get-url", "origin")
-    if url and BUILD_ARG_VALUE_RE.match(url):
+    if url and BUILD_ARG_VALUE_RE.match(url) and REMOTE_URL_RE.match(url):  # not a local path: no use in a label
         args["SOURCE_URL"] = url
     return args
 
