@@ -18,6 +18,10 @@ What numpy ran (BLAS library, kernel, threads) is printed; OPENBLAS_CORETYPE, wh
 numpy's kernel (this script does not change it).
 
     python bench/harness_fidelity.py [--sizes 256 512 1024 2048] [--threads 2] [--min-run-time 0.3]
+    python bench/harness_fidelity.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192   # on a GPU
+
+On an accelerator numpy does not take part: "best" is the bare torch.utils.benchmark loop (which
+synchronizes ``torch.accelerator``). Untested on hardware until a GPU run is recorded in the README.
 """
 
 from __future__ import annotations
@@ -56,17 +60,21 @@ def numpy_blas() -> tuple[str, object]:
         return f"{name} (install threadpoolctl to see the kernel)", None
 
 
-def run_accelbench(n: int, threads: int, min_run_time: float, rotate: bool) -> float:
-    m = Measurer("cpu", min_run_time_s=min_run_time, threads=threads)
-    k = TorchMatmul("cpu", "cpu", measurer=m, seed=0, rotate=rotate)
-    with k.mode("float32"):
-        call_s = k.probe("float32", n)
-        stats, _ = k.time("float32", n, warmup_calls(call_s))
+def run_accelbench(n: int, threads: int, min_run_time: float, rotate: bool, device: str = "cpu",
+                   dtype: str = "float32") -> float:
+    from accelbench.backend import backend_of
+
+    m = Measurer(device, min_run_time_s=min_run_time, threads=threads)
+    k = TorchMatmul(device, backend_of(device), measurer=m, seed=0, rotate=rotate)
+    with k.mode(dtype):
+        call_s = k.probe(dtype, n)
+        stats, _ = k.time(dtype, n, warmup_calls(call_s))
     return gflops(n, stats.median_s)
 
 
-def run_bare_timer(n: int, threads: int, min_run_time: float) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def run_bare_timer(n: int, threads: int, min_run_time: float, device: str = "cpu", dtype: str = "float32") -> float:
+    a = torch.randn(n, n, device=device, dtype=getattr(torch, dtype))
+    b = torch.randn(n, n, device=device, dtype=getattr(torch, dtype))
     t = tb.Timer("a @ b", globals={"a": a, "b": b}, num_threads=threads)
     return gflops(n, t.blocked_autorange(min_run_time=min_run_time).median)
 
@@ -92,7 +100,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--min-run-time", type=float, default=0.3)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--device", default="cpu", help="cpu, cuda:0, ... (numpy joins on the CPU only)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = p.parse_args()
+    dev, dt = args.device, args.dtype
 
     torch.set_num_threads(args.threads)
     desc, threadpoolctl = numpy_blas()
@@ -100,11 +111,13 @@ def main() -> None:
     env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")}
     print(" ".join(f"{k}={v!r}" for k, v in env.items()))
     methods = {
-        "accelbench": lambda n: run_accelbench(n, args.threads, args.min_run_time, rotate=True),
-        "accelbench_norot": lambda n: run_accelbench(n, args.threads, args.min_run_time, rotate=False),
-        "tub_bare": lambda n: run_bare_timer(n, args.threads, args.min_run_time),
-        "numpy": lambda n: run_numpy(n, args.threads, args.min_run_time, threadpoolctl),
+        "accelbench": lambda n: run_accelbench(n, args.threads, args.min_run_time, True, dev, dt),
+        "accelbench_norot": lambda n: run_accelbench(n, args.threads, args.min_run_time, False, dev, dt),
+        "tub_bare": lambda n: run_bare_timer(n, args.threads, args.min_run_time, dev, dt),
     }
+    if dev == "cpu" and dt == "float32":
+        methods["numpy"] = lambda n: run_numpy(n, args.threads, args.min_run_time, threadpoolctl)
+    print(f"device={dev} dtype={dt}")
     names = list(methods)
     print(f"{'n':>6} " + " ".join(f"{m:>17}" for m in names) + f" {'norot/best':>10} {'acc/best':>9}"
           f"   (GFLOP/s, best of {args.rounds})")
@@ -114,7 +127,7 @@ def main() -> None:
         for r in range(args.rounds):
             for m in names[r % len(names):] + names[: r % len(names)]:  # rotate the order every round
                 best[m] = max(best[m], methods[m](n))
-        outside = max(best["tub_bare"], best["numpy"])
+        outside = max(best["tub_bare"], best.get("numpy", 0.0))
         ratios.append(best["accelbench"] / outside)
         norot_ratios.append(best["accelbench_norot"] / outside)
         print(f"{n:>6} " + " ".join(f"{best[m]:>17.2f}" for m in names)
