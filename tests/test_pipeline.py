@@ -106,3 +106,13 @@ def test_rerun_is_a_no_op(tiny_run):
     proc = snakemake(tiny_run, "--cores", "2", "--dry-run")
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_snakemakes_own_report(tiny_run):
+    """`snakemake --report` bundles the outputs marked with report() and their captions."""
+    out = tiny_run / "results" / "snakemake-report.html"
+    proc = snakemake(tiny_run, "--report", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = out.read_text(errors="replace")
+    assert "matmul_tflops" in html and "devices.json" in html
