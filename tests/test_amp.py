@@ -17,7 +17,7 @@ import pytest
 import torch
 from scipy import stats
 
-from accelbench import amp, columns
+from accelbench import amp, backend, columns
 from accelbench.amp_summary import (
     cpu_precision_note, faster_verdict, paired_diff_ci, parity_verdict, speedup_ci, summarize,
 )
@@ -235,12 +235,12 @@ def test_tf32_flags_set_per_mode_on_cuda_only_and_restored():
 
 def test_peak_memory_per_backend():
     fake = FakeTorch()
-    assert amp.reset_peak_memory("cuda:1", fake) is True and ("reset_peak", "cuda:1") in fake.calls
-    assert amp.peak_memory("cuda:1", fake) == (123.0, "allocator") and ("max_mem", "cuda:1") in fake.calls
-    assert amp.peak_memory("mps", fake) == (456.0, "mps_driver")
-    per_trial = amp.reset_peak_memory("cpu", torch)
+    assert backend.reset_peak_memory("cuda:1", fake) is True and ("reset_peak", "cuda:1") in fake.calls
+    assert backend.peak_memory("cuda:1", fake) == (123.0, "allocator") and ("max_mem", "cuda:1") in fake.calls
+    assert backend.peak_memory("mps", fake) == (456.0, "mps_driver")
+    per_trial = backend.reset_peak_memory("cpu", torch)
     big = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB resident
-    peak, kind = amp.peak_memory("cpu", torch, per_trial=per_trial)
+    peak, kind = backend.peak_memory("cpu", torch, per_trial=per_trial)
     del big
     assert kind == ("rss" if per_trial else "rss_process_peak") and peak > 64 * 1024 * 1024
 

@@ -278,10 +278,9 @@ def test_run_info_writes_defaults_filled_config(tmp_path):
 # ---- the real snakemake command -------------------------------------------------------------
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-                           "--directory", str(workdir), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    from workflow_runner import run_snakemake
+
+    return run_snakemake(workdir, *args, env={"OMP_NUM_THREADS": "1"}, timeout=timeout)
 
 
 def user_workdir(tmp_path: Path) -> Path:

@@ -12,15 +12,12 @@ the same mutations are checked in-process (``accelbench.config.check``) with man
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -234,11 +231,10 @@ SNAKEMAKE_CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
 
 def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
-    (workdir / "c.yaml").write_text(yaml.safe_dump(config))
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), "--configfile", str(workdir / "c.yaml"), "--cores", "1", *args],
-                          capture_output=True, text=True, timeout=300, env=env)
+    from workflow_runner import run_snakemake
+
+    return run_snakemake(workdir, "--cores", "1", *args, config=config, config_name="c.yaml",
+                         env={"OMP_NUM_THREADS": "1"})
 
 
 def job_counts(stdout: str) -> dict[str, int]:

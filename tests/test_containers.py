@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from accelbench import containers as C
 from accelbench.config import ConfigError, with_defaults
@@ -408,11 +407,9 @@ def test_ignore_files_agree_and_keep_the_context_small():
 # ---- the workflow: which rule runs where, per runtime ----------------------------------------------------
 
 def snakemake(work: Path, config: dict, *args: str, env: dict | None = None, timeout: int = 300):
-    (work / "config.yaml").write_text(yaml.safe_dump(config))
-    full_env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-                           "--configfile", str(work / "config.yaml"), *args],
-                          capture_output=True, text=True, timeout=timeout, env=full_env)
+    from workflow_runner import run_snakemake
+
+    return run_snakemake(work, *args, config=config, env=env, timeout=timeout)
 
 
 def dry_run_commands(out: str) -> dict[str, list[str]]:

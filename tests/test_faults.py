@@ -27,8 +27,8 @@ import yaml
 
 from accelbench import cli as accelbench_cli
 from accelbench import io as abio
-from accelbench.config import with_defaults
 from test_provenance import MINI, mini_run, pipeline_env
+from workflow_runner import snakemake_argv
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = ("device", "dtype", "n")
@@ -282,8 +282,7 @@ def test_pipeline_killed_during_matmul_resumes(tmp_path):
                                                   "min_run_time_s": 0.1}}
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     target = "results/killed/matmul_cpu.csv"
-    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-            "--configfile", str(work / "config.yaml"), "--cores", "1"]
+    base = snakemake_argv(work, "--configfile", str(work / "config.yaml"), "--cores", "1")
     proc = subprocess.Popen(base + [target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
                             start_new_session=True)
     ck = work / "results" / "killed" / "checkpoints" / "matmul_cpu.jsonl"
@@ -440,11 +439,11 @@ def test_pipeline_stops_on_a_damaged_csv_and_makes_no_report(finished_run, tmp_p
     time.sleep(1.1)
     bad = work / "results" / "mini" / "matmul_cpu.csv"
     damage(bad, "truncated")
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-                           "--configfile", str(work / "config.yaml"), "--cores", "1", "--show-failed-logs",
-                           # only file times decide what reruns (not the checkout's commit, which may have
-                           # moved since the finished run was made)
-                           "--rerun-triggers", "mtime"],
+    proc = subprocess.run(snakemake_argv(work, "--configfile", str(work / "config.yaml"), "--cores", "1",
+                                         "--show-failed-logs",
+                                         # only file times decide what reruns (not the checkout's commit,
+                                         # which may have moved since the finished run was made)
+                                         "--rerun-triggers", "mtime"),
                           capture_output=True, text=True, timeout=900, env=_env())
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]

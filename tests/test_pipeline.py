@@ -4,9 +4,6 @@ checked — files exist, documented columns, plausible values."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,18 +12,13 @@ import yaml
 
 from accelbench import columns
 from tiny_config import TINY
+from workflow_runner import run_snakemake
 
-REPO = Path(__file__).resolve().parents[1]
 PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss"]
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-         "--configfile", str(workdir / "config.yaml"), *args],
-        capture_output=True, text=True, timeout=timeout, env=env,
-    )
+def snakemake(workdir: Path, *args: str, timeout: int = 900):
+    return run_snakemake(workdir, "--configfile", str(workdir / "config.yaml"), *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ import yaml
 
 import accelbench
 from tiny_config import TINY
+from workflow_runner import snakemake_argv
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
@@ -98,8 +99,7 @@ def podman_run(podman_env, tmp_path_factory):
                            "build_args": {"cpu": build_args()}}
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(work),
-         "--configfile", str(work / "config.yaml"), "--cores", "2"],
+        snakemake_argv(work, "--configfile", str(work / "config.yaml"), "--cores", "2", repo=repo),
         capture_output=True, text=True, env=podman_env, timeout=2400)
     logs = work / "results" / RUN / "logs"
     detail = "".join(f"\n--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(logs.glob("*.log"))) if logs.exists() else ""

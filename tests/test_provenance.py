@@ -25,6 +25,7 @@ import accelbench
 from accelbench import columns
 from accelbench.config import config_hash, with_defaults
 from accelbench.provenance import git_commit, row_provenance
+from workflow_runner import run_snakemake, snakemake_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,13 +51,12 @@ STAGE_KINDS = {"matmul_cpu.csv": "matmul", "warmup_cpu.csv": "warmup", "amp_cpu_
 
 
 def pipeline_env() -> dict:
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", **PIPELINE_ENV)
+    return snakemake_env(PIPELINE_ENV)
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), "--configfile", str(workdir / "config.yaml"), *args],
-                          capture_output=True, text=True, timeout=timeout, env=pipeline_env())
+    return run_snakemake(workdir, "--configfile", str(workdir / "config.yaml"), *args, env=PIPELINE_ENV,
+                         timeout=timeout)
 
 
 def mini_run(tmp_path_factory, name: str, config: dict | None = None) -> Path:

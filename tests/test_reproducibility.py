@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from accelbench import config as cfg
 from test_provenance import MINI, STAGE_KINDS, mini_run

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import resource
 import sys
 import timeit
 import zlib
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import columns
+from .backend import peak_memory, reset_peak_memory
 from .config import ConfigError
 
 BASELINE = "fp32"
@@ -102,69 +102,6 @@ def tf32_allowed(torch, enabled: bool, device: str):
         yield enabled
     finally:
         matmul.allow_tf32, cudnn.allow_tf32 = before
-
-
-# ---------------------------------------------------------------- peak memory, per backend
-
-def _proc_status_bytes(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak_memory(device: str, torch) -> bool:
-    """Start a fresh peak for ``device``. True when the counter is per trial.
-
-    CPU: Linux resets the process's peak resident set size (VmHWM) when 5 is written to
-    /proc/self/clear_refs; where that is not possible the peak covers the whole process."""
-    kind = device.split(":")[0]
-    if kind == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return True
-    if kind == "cpu":
-        try:
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")
-            return _proc_status_bytes("VmHWM") is not None
-        except OSError:
-            return False
-    return kind == "xla"
-
-
-def peak_memory(device: str, torch, per_trial: bool = True) -> tuple[float, str]:
-    """(bytes, mem_kind) after a trial.
-
-    - CUDA/ROCm: ``torch.cuda.max_memory_allocated`` (tensors; the caching allocator's reserve excluded), ``allocator``;
-    - MPS: ``torch.mps.driver_allocated_memory()`` at the end (Metal has no peak counter), ``mps_driver``;
-    - XLA: ``peak_bytes_used`` of ``xm.get_memory_info`` where the runtime reports it, ``allocator``;
-    - CPU: peak resident set size of the whole process, ``rss`` (per trial, reset before it) or
-      ``rss_process_peak`` (since the process started, where the reset is not possible).
-    """
-    kind = device.split(":")[0]
-    if kind == "cuda":
-        return float(torch.cuda.max_memory_allocated(device)), "allocator"
-    if kind == "mps":
-        return float(torch.mps.driver_allocated_memory()), "mps_driver"
-    if kind == "xla":
-        try:
-            import torch_xla.core.xla_model as xm
-
-            info = xm.get_memory_info(torch.device(device))
-            if "peak_bytes_used" in info:
-                return float(info["peak_bytes_used"]), "allocator"
-        except Exception:
-            pass
-        return math.nan, "none"
-    hwm = _proc_status_bytes("VmHWM") if per_trial else None
-    if hwm is not None:
-        return float(hwm), "rss"
-    maxrss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return float(maxrss_kb * 1024), "rss_process_peak"
 
 
 # ---------------------------------------------------------------- data and models
@@ -286,7 +223,8 @@ class Trial:
     seed: int
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The exception's type and the first line of its message: a failed trial's ``status_detail``."""
     text = f"{type(exc).__name__}: {exc}".strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
@@ -393,7 +331,7 @@ def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy, *, torch,
                 "workload": trial.workload, "mode": trial.mode, "seed": trial.seed,
                 "amp_dtype": policy.dtype if trial.mode.startswith("amp_") else "float32",
                 "threads": threads, "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
-                "status": "oom" if oom else "error", "status_detail": _first_line(exc)}
+                "status": "oom" if oom else "error", "status_detail": first_line(exc)}
 
 
 # ---------------------------------------------------------------- one backend

@@ -10,6 +10,8 @@ MPS and XLA paths cannot run on a CPU-only machine, but their dispatch logic can
 from __future__ import annotations
 
 import importlib
+import math
+import resource
 import timeit
 from dataclasses import dataclass
 from typing import Callable
@@ -171,3 +173,66 @@ def amp_policy(backend: str, requested: str = "auto") -> AmpPolicy:
         raise ValueError(f"amp.dtype: unknown {requested!r}; allowed: auto, bfloat16, float16")
     device_type = {"rocm": "cuda"}.get(backend, backend)
     return AmpPolicy(device_type=device_type, dtype=dtype, use_scaler=(dtype == "float16"))
+
+
+# ---- peak memory, per backend (AMP trials) ---------------------------------------------
+
+def _proc_status_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_memory(device: str, torch) -> bool:
+    """Start a fresh peak for ``device``. True when the counter is per trial.
+
+    CPU: Linux resets the process's peak resident set size (VmHWM) when 5 is written to
+    /proc/self/clear_refs; where that is not possible the peak covers the whole process."""
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    if kind == "cpu":
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            return _proc_status_bytes("VmHWM") is not None
+        except OSError:
+            return False
+    return kind == "xla"
+
+
+def peak_memory(device: str, torch, per_trial: bool = True) -> tuple[float, str]:
+    """(bytes, mem_kind) after a trial.
+
+    - CUDA/ROCm: ``torch.cuda.max_memory_allocated`` (tensors; the caching allocator's reserve excluded), ``allocator``;
+    - MPS: ``torch.mps.driver_allocated_memory()`` at the end (Metal has no peak counter), ``mps_driver``;
+    - XLA: ``peak_bytes_used`` of ``xm.get_memory_info`` where the runtime reports it, ``allocator``;
+    - CPU: peak resident set size of the whole process, ``rss`` (per trial, reset before it) or
+      ``rss_process_peak`` (since the process started, where the reset is not possible).
+    """
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        return float(torch.cuda.max_memory_allocated(device)), "allocator"
+    if kind == "mps":
+        return float(torch.mps.driver_allocated_memory()), "mps_driver"
+    if kind == "xla":
+        try:
+            import torch_xla.core.xla_model as xm
+
+            info = xm.get_memory_info(torch.device(device))
+            if "peak_bytes_used" in info:
+                return float(info["peak_bytes_used"]), "allocator"
+        except Exception:
+            pass
+        return math.nan, "none"
+    hwm = _proc_status_bytes("VmHWM") if per_trial else None
+    if hwm is not None:
+        return float(hwm), "rss"
+    maxrss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(maxrss_kb * 1024), "rss_process_peak"
