@@ -8,16 +8,30 @@
 - numpy: ``a @ b`` in float32 through numpy's BLAS (stdlib ``timeit``, median of repeats), limited to
   the same thread count with threadpoolctl where installed
 
-Each method is measured ``--rounds`` times per size in rotating order and keeps its best round (the
-machine may be shared). "best" is the faster of the two outside harnesses (bare
-torch.utils.benchmark, numpy). The second-to-last line is the harness's own cost (accelbench
-without rotation / best); the last line is accelbench as the pipeline runs it / best (geometric
-means over sizes; target >= 0.97). The gap between the two is the cost of not measuring from
-cache: at sizes whose operands fit in the last-level cache, rotation is expected to cost something.
-What numpy ran (BLAS library, kernel, threads) is printed; OPENBLAS_CORETYPE, where set, changes
-numpy's kernel (this script does not change it).
+How the comparison is kept fair on a shared, noisy machine:
 
-    python bench/harness_fidelity.py [--sizes 256 512 1024 2048] [--threads 2] [--min-run-time 0.3]
+- Interleaved rounds: every round measures every method once, in an order that rotates from round
+  to round, so slow phases of the host (steal time, clock changes) hit all methods alike.
+- An idle gap (``--gap-s``) before each measurement: OpenBLAS and OpenMP worker threads spin-wait
+  for a while after a call; without the gap, the previous library's spinning threads compete with
+  the next one for the same cores (on 2 cores that alone can halve a reading).
+- Each method's figure is the median over rounds of its per-round median: every method gets the
+  same number of samples and the same statistic. (Best-of-rounds would favour "best", which is a
+  maximum over two methods.)
+
+"best" is the faster of the two outside harnesses (bare torch.utils.benchmark, numpy). The last
+line is accelbench as the pipeline runs it / best (geometric mean over sizes; target >= 0.97). The
+three lines above it split that ratio, size by size, into factors that multiply to it:
+
+- harness: accelbench without rotation / bare torch.utils.benchmark -- same library, same
+  cache-resident operands: what the harness itself costs;
+- library: bare torch / best -- torch's BLAS against numpy's (1.0 where torch is the faster);
+- rotation: accelbench / accelbench without rotation -- the deliberate cost of cache-cold operands,
+  expected below 1 at sizes whose operands fit in the last-level cache and about 1 above. What numpy ran (BLAS library, kernel,
+threads) is printed; OPENBLAS_CORETYPE, where set, changes numpy's kernel (this script does not
+change it).
+
+    python bench/harness_fidelity.py [--sizes 256 512 1024 2048] [--threads 2] [--rounds 5]
     python bench/harness_fidelity.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192   # on a GPU
 
 On an accelerator numpy does not take part: "best" is the bare torch.utils.benchmark loop (which
@@ -30,6 +44,7 @@ import argparse
 import math
 import os
 import statistics
+import time
 import timeit
 
 import numpy as np
@@ -99,7 +114,9 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--min-run-time", type=float, default=0.3)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--gap-s", type=float, default=0.3,
+                   help="idle seconds before each measurement (spinning BLAS/OpenMP threads go to sleep)")
     p.add_argument("--device", default="cpu", help="cpu, cuda:0, ... (numpy joins on the CPU only)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = p.parse_args()
@@ -119,25 +136,34 @@ def main() -> None:
         methods["numpy"] = lambda n: run_numpy(n, args.threads, args.min_run_time, threadpoolctl)
     print(f"device={dev} dtype={dt}")
     names = list(methods)
-    print(f"{'n':>6} " + " ".join(f"{m:>17}" for m in names) + f" {'norot/best':>10} {'acc/best':>9}"
-          f"   (GFLOP/s, best of {args.rounds})")
-    ratios, norot_ratios = [], []
+    print(f"{'n':>6} " + " ".join(f"{m:>17}" for m in names) + f" {'acc/best':>9}"
+          f"   (GFLOP/s, median of {args.rounds} interleaved rounds; range = (max - min) / median)")
+    parts = {"harness": [], "library": [], "rotation": [], "total": []}
     for n in args.sizes:
-        best = {m: 0.0 for m in names}
+        got = {m: [] for m in names}
         for r in range(args.rounds):
             for m in names[r % len(names):] + names[: r % len(names)]:  # rotate the order every round
-                best[m] = max(best[m], methods[m](n))
-        outside = max(best["tub_bare"], best.get("numpy", 0.0))
-        ratios.append(best["accelbench"] / outside)
-        norot_ratios.append(best["accelbench_norot"] / outside)
-        print(f"{n:>6} " + " ".join(f"{best[m]:>17.2f}" for m in names)
-              + f" {norot_ratios[-1]:>10.3f} {ratios[-1]:>9.3f}", flush=True)
+                time.sleep(args.gap_s)
+                got[m].append(methods[m](n))
+        med = {m: statistics.median(v) for m, v in got.items()}
+        best = max(med["tub_bare"], med.get("numpy", 0.0))
+        parts["harness"].append(med["accelbench_norot"] / med["tub_bare"])
+        parts["library"].append(med["tub_bare"] / best)
+        parts["rotation"].append(med["accelbench"] / med["accelbench_norot"])
+        parts["total"].append(med["accelbench"] / best)
+        print(f"{n:>6} " + " ".join(f"{med[m]:>17.2f}" for m in names) + f" {parts['total'][-1]:>9.3f}", flush=True)
+        spread = {m: (max(v) - min(v)) / med[m] for m, v in got.items()}
+        print(f"{'':>6} " + " ".join(f"{'range ' + format(spread[m], '.0%'):>17}" for m in names), flush=True)
 
     def geomean(xs):
         return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
-    print(f"harness cost: accelbench without rotation / best (geometric mean): {geomean(norot_ratios):.3f}")
-    print(f"ratio accelbench/best (geometric mean over sizes, target >= 0.97): {geomean(ratios):.3f}")
+    # accelbench/best = harness x library x rotation, size by size: where each percent goes.
+    print(f"harness:  accelbench without rotation / bare torch.utils.benchmark (same operands): "
+          f"{geomean(parts['harness']):.3f}")
+    print(f"library:  bare torch.utils.benchmark / best (torch's BLAS against numpy's): {geomean(parts['library']):.3f}")
+    print(f"rotation: accelbench / accelbench without rotation (cache-cold operands): {geomean(parts['rotation']):.3f}")
+    print(f"ratio accelbench/best (geometric mean over sizes, target >= 0.97): {geomean(parts['total']):.3f}")
 
 
 if __name__ == "__main__":

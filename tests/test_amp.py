@@ -177,7 +177,14 @@ class FakeTorch(SimpleNamespace):
             cuda=SimpleNamespace(max_memory_allocated=lambda d: calls.append(("max_mem", d)) or 123,
                                  reset_peak_memory_stats=lambda d: calls.append(("reset_peak", d))),
             mps=SimpleNamespace(driver_allocated_memory=lambda: 456),
+            precision="high",
         )
+
+    def get_float32_matmul_precision(self):
+        return self.precision
+
+    def set_float32_matmul_precision(self, value):
+        self.precision = value
 
 
 @pytest.mark.parametrize("backend,requested,modes,autocast,scaler", [
@@ -218,19 +225,21 @@ def test_real_gradscaler_is_built_for_cuda_device_type_on_fp16():
     assert isinstance(scaler, torch.amp.GradScaler) and scaler._device == "cuda"
 
 
-def test_tf32_flags_set_per_mode_on_cuda_only_and_restored():
+def test_tf32_flags_set_per_mode_on_nvidia_cuda_only_and_restored():
     fake = FakeTorch()
-    with amp.tf32_allowed(fake, False, "cuda:0") as allowed:
+    with backend.float32_math(backend.backend_of("cuda:0", fake), False, fake) as allowed:
         assert allowed is False and fake.backends.cuda.matmul.allow_tf32 is False and fake.backends.cudnn.allow_tf32 is False
-    assert fake.backends.cudnn.allow_tf32 is True  # restored
-    with amp.tf32_allowed(fake, True, "cuda:1") as allowed:
-        assert allowed is True and fake.backends.cuda.matmul.allow_tf32 is True
+        assert fake.precision == "highest"
+    assert fake.backends.cudnn.allow_tf32 is True and fake.precision == "high"  # restored
+    with backend.float32_math(backend.backend_of("cuda:1", fake), True, fake) as allowed:
+        assert allowed is True and fake.backends.cuda.matmul.allow_tf32 is True and fake.backends.cudnn.allow_tf32 is True
     assert fake.backends.cuda.matmul.allow_tf32 is False
     rocm = FakeTorch(hip="6.2")
-    with amp.tf32_allowed(rocm, True, "cuda:0") as allowed:
-        assert allowed is None and rocm.backends.cuda.matmul.allow_tf32 is False
-    with amp.tf32_allowed(fake, True, "cpu") as allowed:
-        assert allowed is None and fake.backends.cuda.matmul.allow_tf32 is False
+    assert backend.backend_of("cuda:0", rocm) == "rocm"
+    with backend.float32_math(backend.backend_of("cuda:0", rocm), True, rocm) as allowed:
+        assert allowed is False and rocm.backends.cuda.matmul.allow_tf32 is False and rocm.precision == "highest"
+    with backend.float32_math("cpu", True, fake) as allowed:
+        assert allowed is False and fake.backends.cuda.matmul.allow_tf32 is False and fake.precision == "highest"
 
 
 def test_peak_memory_per_backend():

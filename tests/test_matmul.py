@@ -391,20 +391,25 @@ def test_xla_statement_cuts_the_graph_after_every_product(cpu_kernels):
 
 def test_fp32_mode_is_strict_and_tf32_mode_is_restored(cpu_kernels):
     before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
-    torch.set_float32_matmul_precision("high")
+    torch.set_float32_matmul_precision("high")  # what a user's script may have set: must not leak in
     try:
-        with cpu_kernels.mode("float32"):
+        with cpu_kernels.mode("float32") as tf32:
             assert torch.get_float32_matmul_precision() == "highest"
-            assert torch.backends.cuda.matmul.allow_tf32 is False
+            assert torch.backends.cuda.matmul.allow_tf32 is False and tf32 is False
         assert torch.get_float32_matmul_precision() == "high"
-        with cpu_kernels.mode("tf32"):
-            assert torch.backends.cuda.matmul.allow_tf32 is True
-            assert cpu_kernels.allow_tf32() is False  # recorded only for the cuda backend
+        with cpu_kernels.mode("tf32") as tf32:  # no TF32 off NVIDIA CUDA: strict kept, recorded False
+            assert tf32 is False and cpu_kernels.allow_tf32() is False
+            assert torch.get_float32_matmul_precision() == "highest"
         cuda_side = TorchMatmul("cpu", "cuda", measurer=cpu_kernels.measurer)  # the flag logic, not a GPU
         with cuda_side.mode("tf32"):
-            assert cuda_side.allow_tf32() is True
+            assert cuda_side.allow_tf32() is True and torch.backends.cuda.matmul.allow_tf32 is True
+            assert torch.backends.cudnn.allow_tf32 is True
+        assert cuda_side.allow_tf32() is False
         with cuda_side.mode("float32"):
-            assert cuda_side.allow_tf32() is False
+            assert cuda_side.allow_tf32() is False and torch.backends.cuda.matmul.allow_tf32 is False
+        rocm_side = TorchMatmul("cpu", "rocm", measurer=cpu_kernels.measurer)
+        with rocm_side.mode("tf32"):
+            assert rocm_side.allow_tf32() is False and torch.backends.cuda.matmul.allow_tf32 is False
     finally:
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cuda.matmul.allow_tf32 = before[1]

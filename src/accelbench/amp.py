@@ -4,8 +4,8 @@ model still learn?
 For every device of one backend, every workload (``mlp``, ``transformer``) and every seed, the same
 model is trained once per precision *mode*:
 
-- ``fp32``: the baseline, TF32 off (``torch.backends.cuda.matmul.allow_tf32 = False`` and cuDNN's too),
-  so FP32 means IEEE fp32 math, not tensor-core TF32;
+- ``fp32``: the baseline, strict float32 (``backend.float32_math``: precision "highest", TF32 off in
+  cuBLAS and cuDNN), so FP32 means IEEE fp32 math, not tensor-core TF32;
 - ``tf32`` (CUDA only): the same fp32 model with TF32 allowed, PyTorch's other "free" speedup;
 - ``amp_bf16`` or ``amp_fp16``: ``torch.autocast`` in the dtype ``backend.amp_policy`` picks for the
   backend (fp16 + ``torch.amp.GradScaler`` on CUDA/ROCm/MPS, bf16 on CPU/XLA, or ``amp.dtype``).
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import columns
-from .backend import peak_memory, reset_peak_memory
+from .backend import backend_of, float32_math, peak_memory, reset_peak_memory
 from .config import ConfigError
 
 BASELINE = "fp32"
@@ -83,25 +83,6 @@ def autocast_context(mode: str, policy, torch):
 def grad_scaler(mode: str, policy, torch):
     """The GradScaler an AMP mode needs (fp16: ``torch.amp.GradScaler(policy.device_type)``), else None."""
     return policy.scaler(torch) if mode.startswith("amp_") else None
-
-
-@contextlib.contextmanager
-def tf32_allowed(torch, enabled: bool, device: str):
-    """Set CUDA's TF32 switches (cuBLAS matmul and cuDNN) for one trial and restore them after.
-
-    Only CUDA devices have TF32; on a ROCm build the same flags exist but are left alone."""
-    from .backend import is_rocm_build
-
-    if not device.startswith("cuda") or is_rocm_build(torch):
-        yield None
-        return
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    before = (matmul.allow_tf32, cudnn.allow_tf32)
-    matmul.allow_tf32 = cudnn.allow_tf32 = enabled
-    try:
-        yield enabled
-    finally:
-        matmul.allow_tf32, cudnn.allow_tf32 = before
 
 
 # ---------------------------------------------------------------- data and models
@@ -253,7 +234,7 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy, *, torch, sync, 
     losses, times = [], []
     skipped_steps, scale, status, detail = 0, (scaler.get_scale() if scaler else math.nan), "ok", ""
 
-    with tf32_allowed(torch, mode == "tf32", device) as allow_tf32:
+    with float32_math(backend_of(device, torch), mode == "tf32", torch) as allow_tf32:
         per_trial_mem = reset_peak_memory(device, torch)
         model.train()
         for step in range(n_steps):

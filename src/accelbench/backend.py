@@ -9,6 +9,7 @@ MPS and XLA paths cannot run on a CPU-only machine, but their dispatch logic can
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import resource
@@ -74,14 +75,41 @@ def device_strings(backend: str, torch=None, xla=None) -> list[str]:
     raise ValueError(f"backend: unknown {backend!r}; allowed: {', '.join(BACKENDS)}")
 
 
-def backend_of(device: str) -> str:
+def backend_of(device: str, torch=None) -> str:
     """The backend a torch device string belongs to (``cuda:1`` -> cuda or rocm by the build)."""
     kind = device.split(":")[0]
     if kind == "cuda":
-        return "rocm" if is_rocm_build() else "cuda"
+        return "rocm" if is_rocm_build(torch) else "cuda"
     if kind in ("cpu", "mps", "xla"):
         return kind
     raise ValueError(f"device: unknown {device!r}")
+
+
+@contextlib.contextmanager
+def float32_math(backend: str, tf32: bool, torch=None):
+    """float32 math for one measurement or trial; the previous settings are restored afterwards.
+
+    - strict (``tf32=False``), on every backend: matmul precision "highest" (on the CPU a lower
+      setting lets oneDNN compute float32 products in bf16) and TF32 off in cuBLAS and cuDNN;
+    - ``tf32=True``: TF32 allowed in cuBLAS and cuDNN, on NVIDIA CUDA only. Elsewhere (ROCm builds
+      expose the same flags) strict math is kept.
+
+    Yields whether TF32 is in effect: what a row records as ``allow_tf32``. Only PyTorch's
+    long-standing switches are used: mixing them with the newer ``fp32_precision`` API in one
+    process makes torch raise.
+    """
+    torch = torch or _torch()
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = (torch.get_float32_matmul_precision(), matmul.allow_tf32, cudnn.allow_tf32)
+    use_tf32 = bool(tf32) and backend == "cuda"
+    try:
+        if not use_tf32:
+            torch.set_float32_matmul_precision("highest")
+        matmul.allow_tf32 = cudnn.allow_tf32 = use_tf32
+        yield use_tf32
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
 
 
 def synchronizer(device: str, torch=None, xla=None) -> Callable[[], None]:

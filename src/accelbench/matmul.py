@@ -411,6 +411,7 @@ class TorchMatmul:
         self.rotate = rotate
         self.cut = self._xla_cut() if self.kind == "xla" else None
         self._cache_bytes = None
+        self._tf32 = False
 
     # -- device facts
     @staticmethod
@@ -482,25 +483,21 @@ class TorchMatmul:
 
     @contextlib.contextmanager
     def mode(self, dtype: str):
-        """float32 strictly (TF32 off, precision "highest"); ``tf32`` with TF32 on; restored afterwards."""
-        t = self.torch
-        prev_precision = t.get_float32_matmul_precision()
-        prev_tf32 = t.backends.cuda.matmul.allow_tf32
-        scope = t.cuda.device(self.device) if self.kind == "cuda" else contextlib.nullcontext()
-        try:
-            if dtype == "tf32":
-                t.backends.cuda.matmul.allow_tf32 = True
-            else:
-                t.set_float32_matmul_precision("highest")
-                t.backends.cuda.matmul.allow_tf32 = False
-            with scope:
-                yield
-        finally:
-            t.set_float32_matmul_precision(prev_precision)
-            t.backends.cuda.matmul.allow_tf32 = prev_tf32
+        """float32 math for ``dtype`` (``backend.float32_math``): TF32 allowed for ``tf32`` on CUDA,
+        strict otherwise; restored afterwards. Yields whether TF32 is in effect."""
+        from .backend import float32_math
+
+        scope = self.torch.cuda.device(self.device) if self.kind == "cuda" else contextlib.nullcontext()
+        with float32_math(self.backend, dtype == "tf32", self.torch) as tf32, scope:
+            self._tf32 = tf32
+            try:
+                yield tf32
+            finally:
+                self._tf32 = False
 
     def allow_tf32(self) -> bool:
-        return bool(self.torch.backends.cuda.matmul.allow_tf32) and self.backend == "cuda"
+        """Whether the product inside the current ``mode`` runs with TF32 allowed."""
+        return self._tf32
 
     # -- tensors
     def _seed(self, *parts) -> int:
