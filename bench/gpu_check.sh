@@ -37,7 +37,7 @@ done
 [ -f "$WORK/results/report.html" ] && cp "$WORK/results/report.html" "$OUT/"
 
 if $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  timeout 120 $PY bench/harness_fidelity.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192 --threads 1 \
+  timeout 120 $PY bench/harness_fidelity.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192 --threads 1 --rounds 3 --gap-s 0.1 \
     > "$OUT/fidelity.txt" 2>&1
 else
   echo "no CUDA device: fidelity bench on the GPU not run" > "$OUT/fidelity.txt"
