@@ -274,3 +274,25 @@ def test_scaler_with_real_torch_on_cpu():
 
     scaler = amp_policy("cpu", "float16").scaler()
     assert isinstance(scaler, torch.amp.GradScaler)
+
+
+@pytest.mark.parametrize("user_precision", ["highest", "high", "medium"])
+@pytest.mark.parametrize("backend_name,tf32", [("cuda", True), ("cuda", False), ("rocm", True), ("cpu", False)])
+def test_float32_math_restores_what_the_user_had(user_precision, backend_name, tf32):
+    """With real torch flags (no GPU needed): inside, strict or TF32 as asked; after, exactly the user's
+    setting again -- "medium" included, which restoring allow_tf32 last would turn into "high"."""
+    import torch
+
+    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    torch.set_float32_matmul_precision(user_precision)
+    try:
+        with backend.float32_math(backend_name, tf32, torch) as in_effect:
+            assert in_effect is (tf32 and backend_name == "cuda")
+            assert torch.backends.cuda.matmul.allow_tf32 is in_effect
+            assert torch.backends.cudnn.allow_tf32 is in_effect
+            if not in_effect:
+                assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == user_precision
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]

@@ -107,9 +107,9 @@ def float32_math(backend: str, tf32: bool, torch=None):
             torch.set_float32_matmul_precision("highest")
         matmul.allow_tf32 = cudnn.allow_tf32 = use_tf32
         yield use_tf32
-    finally:
-        torch.set_float32_matmul_precision(before[0])
+    finally:  # the flags first: setting allow_tf32 also resets the precision ("medium" would become "high")
         matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
+        torch.set_float32_matmul_precision(before[0])
 
 
 def synchronizer(device: str, torch=None, xla=None) -> Callable[[], None]:
