@@ -1,7 +1,8 @@
 # accelbench: how fast is this accelerator, really?
 #   snakemake --cores 4                      # the default CPU run (config.yaml)
 #   snakemake --cores 4 --configfile my.yaml # another config
-# Stages: run-info -> detect -> warmup -> matmul / transfer / amp -> aggregate -> plots -> report
+# Stages (accelbench.registry.STAGES): run_info -> detect -> warmup -> matmul -> transfer -> amp
+#   (the device stages, one job per backend) -> aggregate -> plots -> report
 
 from snakemake.utils import min_version
 
@@ -15,13 +16,12 @@ include: "workflow/rules/common.smk"
 
 
 wildcard_constraints:
-    backend="cpu|cuda|rocm|mps|xla",
+    backend="|".join(backends.NAMES),
 
 
 include: "workflow/rules/containers.smk"
 include: "workflow/rules/detect.smk"
-include: "workflow/rules/benchmarks.smk"
-include: "workflow/rules/amp.smk"
+include: "workflow/rules/devices.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -51,8 +51,9 @@ import numpy as np
 import torch
 import torch.utils.benchmark as tb
 
-from accelbench.matmul import TorchMatmul, warmup_calls
-from accelbench.timing import Measurer
+from accelbench import backends
+from accelbench.measure.timing import Measurer
+from accelbench.stages.matmul import TorchMatmul, warmup_calls
 
 
 def gflops(n: int, seconds: float) -> float:
@@ -77,10 +78,9 @@ def numpy_blas() -> tuple[str, object]:
 
 def run_accelbench(n: int, threads: int, min_run_time: float, rotate: bool, device: str = "cpu",
                    dtype: str = "float32") -> float:
-    from accelbench.backend import backend_of
-
-    m = Measurer(device, min_run_time_s=min_run_time, threads=threads)
-    k = TorchMatmul(device, backend_of(device), measurer=m, seed=0, rotate=rotate)
+    backend = backends.for_device(device)
+    m = Measurer(backend.synced_timer(device), min_run_time_s=min_run_time, threads=threads)
+    k = TorchMatmul(device, backend, measurer=m, seed=0, rotate=rotate)
     with k.mode(dtype):
         call_s = k.probe(dtype, n)
         stats, _ = k.time(dtype, n, warmup_calls(call_s))

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench.config import check, config_hash, with_defaults
+from accelbench import registry
+from accelbench.run.config import check, config_hash, with_defaults
 
 
 def main() -> None:
@@ -43,11 +44,12 @@ def main() -> None:
         run_file.write_text(json.dumps({"run": "spread", "config": cfg, "config_hash": config_hash(cfg),
                                         "git_commit": "bench", "accelbench_version": "bench"}))
         for r in range(args.runs):
-            out = Path(tmp) / f"matmul_{r}.csv"
-            subprocess.run([sys.executable, "-m", "accelbench.cli", "matmul", "--run-file", str(run_file),
-                            "--backend", "cpu", "--threads", str(args.threads),
-                            "--checkpoint", str(Path(tmp) / f"ck_{r}.jsonl"), "--out", str(out)],
+            run_dir = Path(tmp) / f"run{r}"
+            subprocess.run([sys.executable, "-m", "accelbench", "matmul", "--run-file", str(run_file),
+                            "--backend", "cpu", "--threads", str(args.threads), "--out-dir", str(run_dir),
+                            "--checkpoint", str(Path(tmp) / f"ck_{r}.jsonl")],
                            check=True, stdout=subprocess.DEVNULL)
+            out = run_dir / registry.TABLES["matmul"].filename("cpu")
             df = pd.read_csv(out)
             df["run"] = r
             frames.append(df)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from accelbench import columns
-from accelbench.config import config_hash, load
+from accelbench import registry
+from accelbench.run.config import config_hash, load
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -212,7 +212,7 @@ def amp_rows(prov, backend, device, device_name, amp_mode, step_fp32, amp_factor
 
 
 def _csv(path: Path, rows: list[dict], kind: str) -> None:
-    df = pd.DataFrame(rows).reindex(columns=columns.BY_KIND[kind])
+    df = pd.DataFrame(rows).reindex(columns=list(registry.TABLES[kind].columns))
     path.write_text(df.to_csv(index=False))
 
 
@@ -360,7 +360,7 @@ def add_absent_backend(run_dir: Path, backend: str = "cuda") -> None:
     info = json.loads((run_dir / "run.json").read_text())
     info["config"]["backends"] = [*info["config"]["backends"], backend]
     (run_dir / "run.json").write_text(json.dumps(info))
-    prov = pd.read_csv(run_dir / "matmul_cpu.csv").iloc[0][columns.PROVENANCE].to_dict()
+    prov = pd.read_csv(run_dir / "matmul_cpu.csv").iloc[0][list(registry.PROVENANCE)].to_dict()
     row = {**prov, "backend": backend, "device": "", "device_name": "", "status": "absent",
            "status_detail": f"backend {backend!r}: no {backend.upper()} device visible to this torch build"}
     for name, kind in ((f"warmup_{backend}.csv", "warmup"), (f"matmul_{backend}.csv", "matmul"),

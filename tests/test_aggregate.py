@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from accelbench import columns
-from accelbench.aggregate import TABLES, aggregate, expected_files
+from accelbench import registry
+from accelbench.reporting.aggregate import TABLES, aggregate, expected_files
 from accelbench.cli import main
 from fixture_runs import add_absent_backend, corrupt, write_cpu_run, write_cuda_run, write_fixture_results
 
@@ -33,8 +33,8 @@ def test_every_table_written_with_documented_columns(two_runs):
     assert manifest["complete"] is True and manifest["problems"] == []
     for table in TABLES:
         df = pd.read_csv(out / f"{table}.csv")
-        if table in columns.BY_KIND:
-            missing = [c for c in columns.BY_KIND[table] if c not in df.columns]
+        if table in registry.TABLES and registry.TABLES[table].file:
+            missing = [c for c in list(registry.TABLES[table].columns) if c not in df.columns]
             assert not missing, (table, missing)
         assert manifest["tables"][table]["rows"] == len(df)
 
@@ -219,8 +219,8 @@ def test_absent_backend_is_complete_data(tmp_path):
     matmul = pd.read_csv(out / "matmul.csv")
     absent = matmul[matmul["backend"] == "cuda"]
     assert len(absent) == 1 and absent.iloc[0]["status"] == "absent"
-    from accelbench import summary as S
-    from accelbench.plots import load_tables, make_figures
+    from accelbench.reporting import tables as S
+    from accelbench.reporting.plots import load_tables, make_figures
 
     tables = load_tables(out)
     assert list(S.series(tables)["device"]) == ["cpu"]  # no colour for a device that does not exist

@@ -1,6 +1,6 @@
 """Bad input stops the run before any job, with one line naming the key (and what it allows).
 
-Two levels: ``accelbench.config`` itself (fast, exhaustive over the schema), and the real
+Two levels: ``accelbench.run.config`` itself (fast, exhaustive over the schema), and the real
 ``snakemake`` command on a temporary working directory (what a user sees; no job may start, so
 no ``results/`` may appear).
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from accelbench import config as cfg
-from accelbench.config import ConfigError
+from accelbench.run import config as cfg
+from accelbench.run.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = cfg.load_schema()
@@ -76,7 +76,7 @@ def one_error(config: dict) -> str:
     return message
 
 
-# ---- unit level: accelbench.config ----------------------------------------------------------
+# ---- unit level: accelbench.run.config ----------------------------------------------------------
 
 def test_default_config_is_valid_and_unchanged_by_check():
     before = copy.deepcopy(DEFAULT_CONFIG)

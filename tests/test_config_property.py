@@ -7,7 +7,7 @@ unknown key) stop with one line naming that key, before any job. The strategies 
 walking ``workflow/schemas/config.schema.yaml``, so keys added later are covered too.
 
 Each snakemake call costs a few seconds, so the snakemake-level properties keep few examples;
-the same mutations are checked in-process (``accelbench.config.check``) with many more.
+the same mutations are checked in-process (``accelbench.run.config.check``) with many more.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from accelbench import config as cfg
-from accelbench.config import ConfigError
+from accelbench.run import config as cfg
+from accelbench.run.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = cfg.load_schema()

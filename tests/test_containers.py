@@ -21,13 +21,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from accelbench import containers as C
-from accelbench.config import ConfigError, with_defaults
+from accelbench import registry
+from accelbench.run import containers as C
+from accelbench.run.config import ConfigError, with_defaults
 from tiny_config import TINY
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-BENCH_RULES = ("warmup", "matmul", "transfer", "amp")
+BENCH_RULES = tuple(s.rule for s in registry.DEVICE_STAGES)
 
 
 def config_with(**container) -> dict:
@@ -87,15 +88,15 @@ def test_launch_prefix_exact(runtime):
                       " --threads 3 --")
 
 
-def test_rocm_groups_come_from_the_device_nodes(tmp_path):
+def test_device_node_groups_come_from_the_device_nodes(tmp_path):
     (tmp_path / "dri").mkdir()
     root = os.geteuid() == 0  # only root may give files other groups; others' files carry their own group
     for name, gid in (("kfd", 4242), ("dri/renderD128", 4243), ("dri/renderD129", 4243), ("dri/card0", 4244)):
         (tmp_path / name).touch()
         if root:
             os.chown(tmp_path / name, -1, gid)
-    assert C.rocm_device_gids(tmp_path) == ((4242, 4243) if root else (os.getgid(),))
-    assert C.rocm_device_gids(tmp_path / "absent") == ()
+    assert C.device_node_gids(tmp_path) == ((4242, 4243) if root else (os.getgid(),))
+    assert C.device_node_gids(tmp_path / "absent") == ()
 
 
 def test_mounts_results_folder_linked_elsewhere(tmp_path):
@@ -221,7 +222,7 @@ def test_backend_without_image_is_fine_on_the_host():
 
 
 def test_schema_refuses_hostile_container_settings():
-    from accelbench.config import check
+    from accelbench.run.config import check
 
     for bad in ({"images": {"cpu": "x;rm"}}, {"build_args": {"cpu": {"A": "x y"}}}, {"build_args": {"mps": {}}},
                 {"build": "yes"}, {"runtime": "singularity"}):
@@ -528,10 +529,9 @@ def test_apptainer_dag_equals_the_host_dag(tmp_path, fake_apptainer):
 @pytest.mark.slow
 @pytest.mark.parametrize("profile,flag", [("apptainer-cpu", None), ("apptainer-cuda", "--nv"),
                                           ("apptainer-rocm", "--rocm")])
-def test_apptainer_runs_each_benchmark_rule_in_its_image(tmp_path, fake_apptainer, profile, flag):
-    """A real snakemake run with --sdm apptainer (via the profile) through the stand-in apptainer: detect and
-    warmup are exec'd in the backend's image with the profile's device flag; run_info stays on the host; the
-    rows record the image."""
+def test_apptainer_profiles_pass_their_device_flag(tmp_path, fake_apptainer, profile, flag):
+    """A real snakemake run with --sdm apptainer (via the profile) through the stand-in apptainer, up to the
+    warm-up: detect and warmup are exec'd in the backend's image with the profile's device flag."""
     env, calls = fake_apptainer
     sif = tmp_path / "images" / "accelbench-cpu.sif"
     sif.parent.mkdir()
@@ -549,10 +549,46 @@ def test_apptainer_runs_each_benchmark_rule_in_its_image(tmp_path, fake_apptaine
         assert c["image"] == str(sif)
         flags = [f[0] for f in c["flags"]]
         assert (flag in flags) if flag else ("--nv" not in flags and "--rocm" not in flags)
-    rows = pd.read_csv(work / "results" / "tiny" / "warmup_cpu.csv")
-    assert len(rows) > 0 and (rows["container_image"] == str(sif)).all()
-    devices = json.loads((work / "results" / "tiny" / "devices.json").read_text())
-    assert devices["container_image"] == str(sif) and devices["env"]["APPTAINER_CONTAINER"] == str(sif)
+
+
+@pytest.mark.slow
+def test_apptainer_runs_every_device_stage_of_every_backend_in_its_image(tmp_path, fake_apptainer):
+    """The whole pipeline with --sdm apptainer and backends cpu + cuda (absent here: its stages still run, in
+    the CUDA image, and write absent rows): every device stage (registry.DEVICE_STAGES) of each backend, and
+    detect, is exec'd in that backend's image; the bookkeeping rules run on the host; every row of every
+    per-run file, and devices.json, records the image it was written in."""
+    env, calls = fake_apptainer
+    images = {b: str(tmp_path / "images" / f"accelbench-{b}.sif") for b in ("cpu", "cuda")}
+    (tmp_path / "images").mkdir()
+    for path in images.values():
+        Path(path).write_bytes(b"")
+    work = tmp_path / "work"
+    work.mkdir()
+    config = tiny(runtime="apptainer", images=images)
+    config["backends"] = ["cpu", "cuda"]
+    config["matmul"] = {**config["matmul"], "sizes": [64], "fp8": False}
+    proc = snakemake(work, config, "--profile", str(REPO / "profiles" / "apptainer-cuda"), "--cores", "2",
+                     env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ran = {}
+    for c in calls():
+        if "image" in c:
+            m = re.search(r"\baccelbench (\S+)", c["command"][-1])
+            backend = re.search(r"--backend (\w+)", c["command"][-1])
+            ran[(m.group(1), backend.group(1) if backend else None)] = c["image"]
+    expected = {(s.name, b): images[b] for b in ("cpu", "cuda") for s in registry.DEVICE_STAGES
+                if registry.stage_files(s, b)}
+    expected[("detect", None)] = images["cuda"]  # detect runs where the GPU stages run
+    assert ran == expected
+    run = work / "results" / "tiny"
+    for backend in ("cpu", "cuda"):
+        for name in registry.run_files([backend]):
+            rows = pd.read_csv(run / name)
+            assert len(rows) > 0 and (rows["container_image"] == images[backend]).all(), (name, rows["container_image"])
+    assert registry.TABLES["amp_trials"].filename("cpu") in registry.run_files(["cpu"])
+    devices = json.loads((run / "devices.json").read_text())
+    assert devices["container_image"] == images["cuda"]
+    assert (work / "results" / "report.html").stat().st_size > 0  # made on the host
 
 
 @pytest.mark.parametrize("url,kept", [

@@ -1,6 +1,7 @@
-"""Device detection: the real CPU here, and the CUDA / ROCm / MPS / XLA probes with fake torch and
-torch_xla modules (those paths are untested on hardware), parsing of /proc, sysfs and lscpu from
-fixture trees, and the ``accelbench detect`` CLI writing valid JSON.
+"""Device detection: the real CPU here (``accelbench.backends.cpu``), and the CUDA / ROCm / MPS / XLA
+backends' probes with fake torch and torch_xla modules (those paths are untested on hardware), parsing
+of /proc, sysfs and lscpu from fixture trees, ``accelbench.stages.detect`` and the ``accelbench detect``
+CLI writing valid JSON.
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench import devices
-from accelbench.backend import BACKENDS
+from accelbench import backends
+from accelbench.backends import cpu as cpu_detect
+from accelbench.backends import cuda as cuda_backend
+from accelbench.backends.cuda import CudaBackend, RocmBackend
+from accelbench.backends.mps import MpsBackend
+from accelbench.backends.xla import XlaBackend
 from accelbench.cli import main
+from accelbench.stages.detect import detect
 
 X86_CPUINFO = """\
 processor\t: 0
@@ -140,23 +146,23 @@ MI300X = Props("AMD Instinct MI300X", 9, 4, 304, 205_000_000_000, arch="gfx942:s
 
 
 def test_parse_proc_cpuinfo_blocks():
-    blocks = devices.parse_proc_cpuinfo(X86_CPUINFO)
+    blocks = cpu_detect.parse_proc_cpuinfo(X86_CPUINFO)
     assert len(blocks) == 2
     assert blocks[1]["model name"] == "Intel(R) Xeon(R) Platinum 8480+"
     assert "amx_bf16" in blocks[0]["flags"].split()
 
 
 def test_parse_size_bytes():
-    assert devices.parse_size_bytes("32768K") == 32 * 2**20
-    assert devices.parse_size_bytes("1 MiB") == 2**20
-    assert devices.parse_size_bytes("512 KB") == 512 * 1024
-    assert devices.parse_size_bytes("") is None
-    assert devices.parse_size_bytes("lots") is None
+    assert cpu_detect.parse_size_bytes("32768K") == 32 * 2**20
+    assert cpu_detect.parse_size_bytes("1 MiB") == 2**20
+    assert cpu_detect.parse_size_bytes("512 KB") == 512 * 1024
+    assert cpu_detect.parse_size_bytes("") is None
+    assert cpu_detect.parse_size_bytes("lots") is None
 
 
 def test_topology_counts_smt_siblings_once(tmp_path):
     base = fake_sysfs(tmp_path, cpus={0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 1), 4: (1, 0), 5: (1, 0)})
-    topo = devices.topology(base, [], affinity={0, 1, 2})
+    topo = cpu_detect.topology(base, [], affinity={0, 1, 2})
     assert topo["cores_logical"] == 6
     assert topo["cores_physical"] == 3
     assert topo["sockets"] == 2
@@ -165,13 +171,13 @@ def test_topology_counts_smt_siblings_once(tmp_path):
 
 
 def test_topology_falls_back_to_proc_cpuinfo(tmp_path):
-    topo = devices.topology(tmp_path, devices.parse_proc_cpuinfo(X86_CPUINFO), affinity=None)
+    topo = cpu_detect.topology(tmp_path, cpu_detect.parse_proc_cpuinfo(X86_CPUINFO), affinity=None)
     assert topo["cores_logical"] == 2 and topo["cores_physical"] == 1 and topo["sockets"] == 1
 
 
 def test_cache_sizes_from_sysfs(tmp_path):
     base = fake_sysfs(tmp_path, cpus={0: (0, 0)})
-    caches = devices.cache_sizes(base)
+    caches = cpu_detect.cache_sizes(base)
     assert caches["l1d_bytes"] == 48 * 1024
     assert caches["l1i_bytes"] == 32 * 1024
     assert caches["l2_bytes"] == 2 * 2**20
@@ -180,41 +186,39 @@ def test_cache_sizes_from_sysfs(tmp_path):
 
 
 def test_clock_source_priority(tmp_path):
-    cpuinfo = devices.parse_proc_cpuinfo(X86_CPUINFO)
+    cpuinfo = cpu_detect.parse_proc_cpuinfo(X86_CPUINFO)
     base = fake_sysfs(tmp_path / "a", cpus={0: (0, 0)}, max_khz=3_800_000)
-    mhz, source, is_max = devices.max_clock_mhz(base, cpuinfo, {"CPU max MHz": "3000.0000"})
+    mhz, source, is_max = cpu_detect.max_clock_mhz(base, cpuinfo, {"CPU max MHz": "3000.0000"})
     assert (mhz, is_max) == (3800.0, True) and "cpuinfo_max_freq" in source
     base = fake_sysfs(tmp_path / "b", cpus={0: (0, 0)})
-    mhz, source, is_max = devices.max_clock_mhz(base, cpuinfo, {"CPU max MHz": "3000.0000"})
+    mhz, source, is_max = cpu_detect.max_clock_mhz(base, cpuinfo, {"CPU max MHz": "3000.0000"})
     assert (mhz, is_max) == (3000.0, True) and "lscpu" in source
-    mhz, source, is_max = devices.max_clock_mhz(base, cpuinfo, {})
+    mhz, source, is_max = cpu_detect.max_clock_mhz(base, cpuinfo, {})
     assert (mhz, is_max) == (2100.0, False) and "/proc/cpuinfo" in source
-    assert devices.max_clock_mhz(base, [], {}) == (None, "unknown", False)
+    assert cpu_detect.max_clock_mhz(base, [], {}) == (None, "unknown", False)
 
 
 def test_cgroup_quota(tmp_path):
     write(tmp_path / "v2" / "cpu.max", "200000 100000\n")
-    assert devices.cgroup_cpu_quota(tmp_path / "v2") == 2.0
+    assert cpu_detect.cgroup_cpu_quota(tmp_path / "v2") == 2.0
     write(tmp_path / "unl" / "cpu.max", "max 100000\n")
-    assert devices.cgroup_cpu_quota(tmp_path / "unl") is None
+    assert cpu_detect.cgroup_cpu_quota(tmp_path / "unl") is None
     write(tmp_path / "v1" / "cpu" / "cpu.cfs_quota_us", "150000\n")
     write(tmp_path / "v1" / "cpu" / "cpu.cfs_period_us", "100000\n")
-    assert devices.cgroup_cpu_quota(tmp_path / "v1") == 1.5
-    assert devices.cgroup_cpu_quota(tmp_path / "none") is None
+    assert cpu_detect.cgroup_cpu_quota(tmp_path / "v1") == 1.5
+    assert cpu_detect.cgroup_cpu_quota(tmp_path / "none") is None
 
 
 def test_linux_cpu_info_x86_fixture(tmp_path):
     write(tmp_path / "proc" / "cpuinfo", X86_CPUINFO)
     fake_sysfs(tmp_path / "sys", cpus={0: (0, 0), 1: (0, 0)}, max_khz=3_800_000)
-    info = devices.linux_cpu_info(tmp_path / "proc", tmp_path / "sys", run=fake_run({}), affinity={0, 1})
+    info = cpu_detect.linux_cpu_info(tmp_path / "proc", tmp_path / "sys", run=fake_run({}), affinity={0, 1})
     assert info["name"] == "Intel(R) Xeon(R) Platinum 8480+"
     assert {"avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_int8", "avx512_vnni"} <= set(info["flags"])
     assert "fpu" not in info["flags"]  # only matmul-relevant flags are kept
     assert info["max_mhz"] == 3800.0 and info["clock_is_max"]
     assert info["cores_physical"] == 1 and info["l2_bytes"] == 2 * 2**20
-    from accelbench.peaks import peak_tflops
-
-    value, source = peak_tflops("cpu", info, "bfloat16", None, {})
+    value, source = backends.get("cpu").peak_tflops(info, "bfloat16", None, {})
     assert value == pytest.approx(1 * 3.8 * 1024 / 1000)
     assert "AMX" in source
 
@@ -223,7 +227,7 @@ def test_linux_cpu_info_arm_fixture(tmp_path):
     write(tmp_path / "proc" / "cpuinfo", ARM_CPUINFO)
     write(tmp_path / "proc" / "sys" / "abi" / "sve_default_vector_length", "32\n")
     fake_sysfs(tmp_path / "sys", cpus={0: (0, 0)})
-    info = devices.linux_cpu_info(tmp_path / "proc", tmp_path / "sys", run=fake_run({"lscpu": ARM_LSCPU}),
+    info = cpu_detect.linux_cpu_info(tmp_path / "proc", tmp_path / "sys", run=fake_run({"lscpu": ARM_LSCPU}),
                                   affinity={0})
     assert info["name"] == "Neoverse-V1"
     assert {"asimd", "neon", "sve", "bf16", "asimdhp", "i8mm"} <= set(info["flags"])
@@ -239,7 +243,7 @@ def test_darwin_cpu_info_with_fake_sysctl():
                     "sysctl -n hw.logicalcpu": "10\n", "sysctl -n hw.packages": "1\n",
                     "sysctl -n hw.optional.neon": "1\n", "sysctl -n hw.optional.arm.FEAT_BF16": "1\n",
                     "sysctl -n hw.optional.arm.FEAT_FP16": "1\n"}, seen)
-    info = devices.darwin_cpu_info(run=run)
+    info = cpu_detect.darwin_cpu_info(run=run)
     assert info["name"] == "Apple M2 Pro" and info["cores_physical"] == 10
     assert set(info["flags"]) == {"neon", "bf16", "asimdhp"}
     assert info["max_mhz"] is None  # Apple Silicon hides its clock: peak unknown
@@ -247,16 +251,16 @@ def test_darwin_cpu_info_with_fake_sysctl():
 
 
 def test_cpu_info_on_this_machine():
-    info = devices.cpu_info()
+    info = cpu_detect.cpu_info(torch)
     assert info["device"] == "cpu" and info["name"]
-    assert set(info["flags"]) <= set(devices.MATMUL_FLAGS)
+    assert set(info["flags"]) <= set(cpu_detect.MATMUL_FLAGS)
     assert info["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert info["torch_num_threads"] == torch.get_num_threads()
     assert info["cores_logical"] >= 1
     proc = Path("/proc/cpuinfo")
     if proc.exists():  # every matmul flag the kernel reports is carried over
-        first = devices.parse_proc_cpuinfo(proc.read_text())[0]
-        reported = set((first.get("flags") or first.get("Features") or "").split()) & set(devices.MATMUL_FLAGS)
+        first = cpu_detect.parse_proc_cpuinfo(proc.read_text())[0]
+        reported = set((first.get("flags") or first.get("Features") or "").split()) & set(cpu_detect.MATMUL_FLAGS)
         assert reported <= set(info["flags"])
         assert info["max_mhz"] and info["max_mhz"] > 0
 
@@ -264,32 +268,59 @@ def test_cpu_info_on_this_machine():
 # --------------------------------------------------------------------------- CUDA / ROCm (fakes)
 
 
+def nvml(version="550.54.15"):
+    """An ``import_module`` that finds only a fake pynvml reporting ``version``."""
+    module = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+                                   nvmlSystemGetDriverVersion=lambda: version)
+
+    def import_module(name):
+        if name != "pynvml":
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return module
+    return import_module
+
+
+@pytest.fixture
+def no_driver(monkeypatch):
+    """Driver versions unknown (no pynvml, nvidia-smi or DKMS amdgpu), also on a host that has them."""
+    monkeypatch.setattr(cuda_backend, "nvidia_driver_version", lambda *a, **k: (None, "unavailable"))
+    monkeypatch.setattr(cuda_backend, "amdgpu_driver_version", lambda *a, **k: None)
+
+
 def test_probe_cuda_present_with_fake_torch():
     """CUDA path: untested on hardware."""
     t = fake_torch(cuda="12.4", props=[H100, Props("NVIDIA A100-SXM4-80GB", 8, 0, 108, 85_000_000_000)])
-    entry = devices.probe_gpu(t, "cuda", driver=lambda: ("550.54.15", "pynvml"))
+    entry = CudaBackend(torch=t, import_module=nvml("550.54.15")).probe()
     assert entry["present"] is True
     assert entry["runtime_version"] == "12.4" and entry["driver_version"] == "550.54.15"
+    assert entry["driver_version_source"] == "pynvml"
     assert entry["cudnn_version"] == 90100
     d0, d1 = entry["devices"]
     assert (d0["device"], d0["name"], d0["compute_capability"], d0["multiprocessors"]) == \
         ("cuda:0", "NVIDIA H100 80GB HBM3", "9.0", 132)
     assert d0["total_memory_bytes"] == 85_000_000_000 and d0["uuid"]
     assert d1["device"] == "cuda:1" and d1["compute_capability"] == "8.0"
-    assert devices.probe_gpu(t, "rocm")["present"] is False
+    assert RocmBackend(torch=t).probe()["present"] is False
 
 
-def test_probe_rocm_present_with_fake_torch():
+def test_probe_rocm_present_with_fake_torch(no_driver):
     """ROCm path: untested on hardware."""
     t = fake_torch(hip="6.2.41133", props=[MI300X], cudnn=3002000)
-    entry = devices.probe_gpu(t, "rocm", sys_root=Path("/nonexistent"))
+    entry = RocmBackend(torch=t).probe()
     assert entry["present"] is True and entry["hip_version"] == "6.2.41133"
-    assert entry["miopen_version"] == 3002000
+    assert entry["miopen_version"] == 3002000 and "cudnn_version" not in entry
+    assert entry["driver_version"] is None
     (dev,) = entry["devices"]
     assert dev["name"] == "AMD Instinct MI300X" and dev["gcn_arch_name"].startswith("gfx942")
     assert dev["multiprocessors"] == 304
-    cuda = devices.probe_gpu(t, "cuda", driver=lambda: (None, "unavailable"))
+    cuda = CudaBackend(torch=t).probe()
     assert cuda["present"] is False and "ROCm build" in cuda["reason"]
+
+
+def test_amdgpu_driver_version_from_sysfs(tmp_path):
+    write(tmp_path / "module" / "amdgpu" / "version", "6.8.5\n")
+    assert cuda_backend.amdgpu_driver_version(tmp_path) == "6.8.5"
+    assert cuda_backend.amdgpu_driver_version(tmp_path / "none") is None  # in-tree module: no version file
 
 
 @pytest.mark.parametrize("build, backend, phrase", [
@@ -299,40 +330,38 @@ def test_probe_rocm_present_with_fake_torch():
     ({"cuda": "12.4"}, "rocm", "CUDA build"),
     ({"hip": "6.2"}, "rocm", "sees no device"),
 ])
-def test_gpu_absence_reasons(build, backend, phrase):
-    entry = devices.probe_gpu(fake_torch(**build), backend, driver=lambda: (None, "unavailable"))
+def test_gpu_absence_reasons(no_driver, build, backend, phrase):
+    entry = backends.get(backend, torch=fake_torch(**build)).probe()
     assert entry["present"] is False and entry["devices"] == []
     assert phrase in entry["reason"]
 
 
-def test_broken_driver_marks_backend_absent_not_crash():
+def test_broken_driver_marks_backend_absent_not_crash(no_driver):
     t = fake_torch(cuda="12.4", props=[H100], raise_on_available=True)
-    entry = devices.probe_gpu(t, "cuda", driver=lambda: (None, "unavailable"))
+    entry = CudaBackend(torch=t).probe()
     assert entry["present"] is False and "driver initialization failed" in entry["reason"]
 
 
-def test_one_failing_device_does_not_hide_the_others():
+def test_one_failing_device_does_not_hide_the_others(no_driver):
     t = fake_torch(cuda="12.4", props=[RuntimeError("device busy"), H100])
-    entry = devices.probe_gpu(t, "cuda", driver=lambda: (None, "unavailable"))
+    entry = CudaBackend(torch=t).probe()
     assert "device busy" in entry["devices"][0]["error"]
     assert entry["devices"][1]["name"] == "NVIDIA H100 80GB HBM3"
 
 
 def test_nvidia_driver_version_sources():
-    nvml = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-                                 nvmlSystemGetDriverVersion=lambda: b"550.54.15")
-    assert devices.nvidia_driver_version(import_module=lambda name: nvml) == ("550.54.15", "pynvml")
+    assert cuda_backend.nvidia_driver_version(import_module=nvml(b"550.54.15")) == ("550.54.15", "pynvml")
 
     def no_nvml(name):
         raise ImportError(name)
 
     seen: list = []
     run = fake_run({"nvidia-smi": "550.54.15\n550.54.15\n"}, seen)
-    assert devices.nvidia_driver_version(import_module=no_nvml, run=run) == ("550.54.15", "nvidia-smi")
+    assert cuda_backend.nvidia_driver_version(import_module=no_nvml, run=run) == ("550.54.15", "nvidia-smi")
     argv, kwargs = seen[0]
     assert argv == ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
     assert kwargs["timeout"] > 0
-    version, source = devices.nvidia_driver_version(import_module=no_nvml, run=fake_run({}))
+    version, source = cuda_backend.nvidia_driver_version(import_module=no_nvml, run=fake_run({}))
     assert version is None and "unavailable" in source
 
 
@@ -340,8 +369,8 @@ def test_nvidia_smi_hanging_is_survived():
     def hang(argv, **kwargs):
         raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
 
-    assert devices.nvidia_driver_version(import_module=lambda n: (_ for _ in ()).throw(ImportError()),
-                                         run=hang)[0] is None
+    assert cuda_backend.nvidia_driver_version(import_module=lambda n: (_ for _ in ()).throw(ImportError()),
+                                              run=hang)[0] is None
 
 
 # --------------------------------------------------------------------------- MPS (fakes)
@@ -349,8 +378,8 @@ def test_nvidia_smi_hanging_is_survived():
 
 def test_probe_mps_present_on_fake_mac():
     """MPS path: untested on hardware."""
-    entry = devices.probe_mps(fake_torch(mps=True), system="Darwin", mac_ver=lambda: ("14.5", ("", "", ""), "arm64"),
-                              run=fake_run({"sysctl": "Apple M2 Pro\n"}))
+    entry = MpsBackend(torch=fake_torch(mps=True), system="Darwin", mac_ver=lambda: ("14.5", ("", "", ""), "arm64"),
+                       run=fake_run({"sysctl": "Apple M2 Pro\n"})).probe()
     assert entry["present"] and entry["is_built"] and entry["macos_version"] == "14.5"
     assert entry["devices"] == [{"device": "mps", "name": "Apple M2 Pro", "macos_version": "14.5"}]
 
@@ -359,14 +388,14 @@ def test_probe_mps_present_on_fake_mac():
     ("Linux", None, "only on macOS"), ("Darwin", False, "no MPS support"),
 ])
 def test_probe_mps_absent(system, mps, phrase):
-    entry = devices.probe_mps(fake_torch(mps=mps), system=system, mac_ver=lambda: ("11.0", ("", "", ""), ""))
+    entry = MpsBackend(torch=fake_torch(mps=mps), system=system, mac_ver=lambda: ("11.0", ("", "", ""), "")).probe()
     assert entry["present"] is False and phrase in entry["reason"]
 
 
 def test_probe_mps_built_but_unavailable():
     t = fake_torch()
     t.backends.mps = types.SimpleNamespace(is_available=lambda: False, is_built=lambda: True)
-    entry = devices.probe_mps(t, system="Darwin", mac_ver=lambda: ("12.0", ("", "", ""), ""))
+    entry = MpsBackend(torch=t, system="Darwin", mac_ver=lambda: ("12.0", ("", "", ""), "")).probe()
     assert entry["present"] is False and "12.3" in entry["reason"]
 
 
@@ -392,24 +421,26 @@ def fake_torch_xla(device_list, kind="TPU v4"):
 
 def test_probe_xla_present_with_fake_torch_xla():
     """XLA path: untested on hardware."""
-    entry = devices.probe_xla(fake_torch(), import_module=fake_import(fake_torch_xla(["xla:0", "xla:1"])))
+    entry = XlaBackend(torch=fake_torch(), import_module=fake_import(fake_torch_xla(["xla:0", "xla:1"]))).probe()
     assert entry["present"] and entry["torch_xla_version"] == "2.6.0"
     assert [d["device"] for d in entry["devices"]] == ["xla:0", "xla:1"]
     assert entry["devices"][0]["device_kind"] == "TPU v4" and entry["devices"][0]["device_hw"] == "TPU"
+    assert entry["devices"][0]["name"] == "TPU v4"
     assert entry["device_kinds"] == ["TPU v4"]
 
 
 def test_probe_xla_absent_or_broken_never_raises():
-    entry = devices.probe_xla(fake_torch(), import_module=fake_import({}))
+    entry = XlaBackend(torch=fake_torch(), import_module=fake_import({})).probe()
     assert entry["present"] is False and "not installed" in entry["reason"]
-    entry = devices.probe_xla(fake_torch(), import_module=fake_import({"torch_xla": RuntimeError("libtpu mismatch")}))
+    entry = XlaBackend(torch=fake_torch(),
+                       import_module=fake_import({"torch_xla": RuntimeError("libtpu mismatch")})).probe()
     assert entry["present"] is False and "libtpu mismatch" in entry["reason"]
-    entry = devices.probe_xla(fake_torch(), import_module=fake_import(fake_torch_xla([])))
+    entry = XlaBackend(torch=fake_torch(), import_module=fake_import(fake_torch_xla([]))).probe()
     assert entry["present"] is False and entry["torch_xla_version"] == "2.6.0" and "empty" in entry["reason"]
 
 
 def test_probe_xla_on_this_machine():
-    entry = devices.probe_xla()
+    entry = XlaBackend().probe()
     try:
         import torch_xla  # noqa: F401
     except Exception:
@@ -422,29 +453,30 @@ def test_probe_xla_on_this_machine():
 
 
 def test_device_info_cpu_has_what_peaks_need():
-    info = devices.device_info("cpu")
-    assert info["name"]
+    info = backends.for_device("cpu").device_info("cpu")
+    assert info["name"] and info["device"] == "cpu"
     for key in ("flags", "max_mhz", "clock_source", "cores_physical", "torch_num_threads"):
         assert key in info
 
 
 def test_device_info_gpu_with_fakes():
     """CUDA/ROCm: untested on hardware."""
-    assert devices.device_info("cuda:0", torch=fake_torch(cuda="12.4", props=[H100]))["name"] == H100.name
-    info = devices.device_info("cuda:0", torch=fake_torch(hip="6.2", props=[MI300X]))
+    t = fake_torch(cuda="12.4", props=[H100])
+    assert backends.for_device("cuda:0", torch=t).device_info("cuda:0")["name"] == H100.name
+    t = fake_torch(hip="6.2", props=[MI300X])
+    info = backends.for_device("cuda:0", torch=t).device_info("cuda:0")
     assert info["gcn_arch_name"].startswith("gfx942")
-    assert devices.device_info("mps", torch=fake_torch(mps=False))["name"]
+    assert backends.for_device("mps", torch=fake_torch(mps=False)).device_info("mps")["name"]
 
 
-def test_device_info_xla_without_torch_xla(monkeypatch):
-    monkeypatch.setattr(devices, "_import_xla", lambda *a: (None, "ModuleNotFoundError: torch_xla"))
-    info = devices.device_info("xla:0")
+def test_device_info_xla_without_torch_xla():
+    info = backends.get("xla", import_module=fake_import({})).device_info("xla:0")
     assert info["name"] == "XLA device" and "torch_xla" in info["error"]
 
 
 def test_device_info_unknown_device():
     with pytest.raises(ValueError, match="allowed"):
-        devices.device_info("npu:0")
+        backends.for_device("npu:0")
 
 
 # --------------------------------------------------------------------------- detect + CLI
@@ -456,8 +488,8 @@ RUN_INFO = {"run": "t", "config": {"backends": ["cpu", "cuda"], "cpu_threads": 1
 
 
 def test_detect_on_this_machine_reports_every_backend():
-    report = devices.detect(RUN_INFO)
-    assert set(report["backends"]) == set(BACKENDS)
+    report = detect(RUN_INFO)
+    assert set(report["backends"]) == set(backends.NAMES)
     assert report["backends"]["cpu"]["present"] is True
     for name, entry in report["backends"].items():
         assert isinstance(entry["present"], bool)
@@ -468,6 +500,8 @@ def test_detect_on_this_machine_reports_every_backend():
     assert report["backends"]["cuda"]["present"] == (gpu_here and torch.version.hip is None)
     assert report["backends"]["rocm"]["present"] == (gpu_here and torch.version.hip is not None)
     assert report["backends"]["mps"]["present"] == torch.backends.mps.is_available()
+    xpu_here = hasattr(torch, "xpu") and torch.xpu.is_available()
+    assert report["backends"]["xpu"]["present"] == xpu_here
     assert (report["run_id"], report["config_hash"], report["git_commit"]) == ("t", "abc123", "deadbeef")
     assert report["torch_version"] == torch.__version__
     assert report["timestamp_utc"].endswith("+00:00")
@@ -484,11 +518,25 @@ def test_detect_survives_a_broken_probe_and_fills_gpu_peaks():
     def broken():
         raise RuntimeError("probe exploded")
 
-    fake_cuda = devices.probe_gpu(fake_torch(cuda="12.4", props=[H100]), "cuda", driver=lambda: ("550", "fake"))
-    report = devices.detect(RUN_INFO, probes={"rocm": broken, "cuda": lambda: fake_cuda})
+    fake_cuda = CudaBackend(torch=fake_torch(cuda="12.4", props=[H100]), import_module=nvml("550")).probe()
+    report = detect(RUN_INFO, probes={"rocm": broken, "cuda": lambda: fake_cuda})
     assert report["backends"]["rocm"] == {"present": False, "devices": [], "reason": "probe failed: RuntimeError: probe exploded"}
     peaks = report["backends"]["cuda"]["devices"][0]["peaks"]
     assert peaks["bfloat16"]["tflops"] == pytest.approx(989.4)
+    assert report["requested_absent"] == []
+
+
+def test_detect_with_a_fake_cuda_torch_probes_through_the_backends(no_driver):
+    """``torch=`` reaches every backend's own probe: the fake CUDA build's GPU is found, the others
+    (ROCm on a CUDA build, MPS off macOS, XPU without torch.xpu) are absent with their reasons."""
+    report = detect(RUN_INFO, torch=fake_torch(cuda="12.4", props=[H100]))
+    cuda = report["backends"]["cuda"]
+    assert cuda["present"] is True and [d["device"] for d in cuda["devices"]] == ["cuda:0"]
+    assert cuda["devices"][0]["peaks"]["float8_e4m3fn"]["tflops"] == pytest.approx(1978.9)
+    assert "CUDA build" in report["backends"]["rocm"]["reason"]
+    assert "no torch.xpu" in report["backends"]["xpu"]["reason"]
+    assert report["backends"]["mps"]["present"] is False
+    assert (report["torch_version"], report["cuda_version"], report["hip_version"]) == ("2.13.0+fake", "12.4", "")
     assert report["requested_absent"] == []
 
 
@@ -500,7 +548,7 @@ def test_cli_writes_valid_json(tmp_path):
     out.write_text("stale")
     assert main(["detect", "--run-file", str(run_file), "--out", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert report["run_id"] == "t" and set(report["backends"]) == set(BACKENDS)
+    assert report["run_id"] == "t" and set(report["backends"]) == set(backends.NAMES)
     assert report["config_hash"] == json.loads(run_file.read_text())["config_hash"]
     assert sorted(p.name for p in out.parent.iterdir()) == ["devices.json"]  # atomic: no temp file left
 
@@ -509,7 +557,7 @@ def test_cli_entry_point_subprocess(tmp_path):
     run_file = tmp_path / "run.json"
     main(["run-info", "--config-json", '{"backends": ["cpu", "xla"]}', "--run", "sub", "--out", str(run_file)])
     out = tmp_path / "devices.json"
-    proc = subprocess.run([sys.executable, "-m", "accelbench.cli", "detect", "--run-file", str(run_file),
+    proc = subprocess.run([sys.executable, "-m", "accelbench", "detect", "--run-file", str(run_file),
                            "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "cpu: present" in proc.stdout

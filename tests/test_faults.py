@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from accelbench import cli as accelbench_cli
-from accelbench import io as abio
+from accelbench.run import io as abio
 from test_provenance import MINI, mini_run, pipeline_env
 from workflow_runner import snakemake_argv
 
@@ -99,7 +99,7 @@ def test_crash_mid_write_leaves_old_file(tmp_path, monkeypatch, fail_at):
 
 _WRITER = """
 import sys
-from accelbench.io import atomic_write_text
+from accelbench.run.io import atomic_write_text
 path, size = sys.argv[1], int(sys.argv[2])
 i = 0
 while True:
@@ -159,7 +159,7 @@ def test_checkpoint_damaged_lines_and_foreign_rows_are_skipped(tmp_path):
                     '{"device": "cpu", "n": 64}\n'
                     '{"device": "cpu", "dtype": "float32", "n": 64, "v": 2}\n')
     ck = abio.Checkpoint(path, KEY)
-    assert list(ck.rows) == [("cpu", "float32", "64")] and ck.all()[0]["v"] == 2  # the later line wins
+    assert list(ck.rows) == [("cpu", "float32", "64")] and list(ck.rows.values())[0]["v"] == 2  # the later line wins
 
 
 def test_checkpoint_add_is_on_disk_at_once(tmp_path):
@@ -191,8 +191,10 @@ def sweep_config(sizes=SWEEP_SIZES, min_run_time_s=0.1) -> dict:
 
 
 def matmul_argv(run_file: Path, ck: Path, out: Path) -> list[str]:
+    """The stage writes registry.TABLES['matmul'].filename('cpu') (= out's name) into --out-dir."""
+    assert out.name == "matmul_cpu.csv"
     return ["matmul", "--run-file", str(run_file), "--backend", "cpu", "--threads", "1",
-            "--checkpoint", str(ck), "--out", str(out)]
+            "--checkpoint", str(ck), "--out-dir", str(out.parent)]
 
 
 def kill_when(path: Path, proc: subprocess.Popen, at_least: int, at_most: int, timeout: float = 300) -> None:
@@ -235,7 +237,7 @@ def test_killed_matmul_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     run_file = write_run_file(tmp_path / "results" / "faults", sweep_config())
     ck = tmp_path / "results" / "faults" / "checkpoints" / "matmul_cpu.jsonl"
     out = tmp_path / "results" / "faults" / "matmul_cpu.csv"
-    argv = [sys.executable, "-m", "accelbench.cli", *matmul_argv(run_file, ck, out)]
+    argv = [sys.executable, "-m", "accelbench", *matmul_argv(run_file, ck, out)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(),
                             start_new_session=True)
     kill_when(ck, proc, at_least=2, at_most=len(SWEEP_SIZES) - 3)
@@ -307,7 +309,7 @@ def test_pipeline_killed_during_matmul_resumes(tmp_path):
 # ---- an exception at one point or on one device ---------------------------------------------------
 
 def test_exception_at_one_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    from accelbench import matmul
+    from accelbench.stages import matmul
 
     real_check = matmul.TorchMatmul.check
 
@@ -332,9 +334,10 @@ def test_exception_at_one_point_is_recorded_and_the_sweep_goes_on(tmp_path, monk
 def test_exception_on_one_device_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     """A second device whose setup fails (a lost GPU, a driver error): its points record the error,
     the first device is measured in full."""
-    from accelbench import backend, matmul
+    from accelbench.backends.cpu import CpuBackend
+    from accelbench.stages import matmul
 
-    monkeypatch.setattr(backend, "device_strings", lambda b, *a, **k: ["cpu", "cpu:1"])
+    monkeypatch.setattr(CpuBackend, "devices", lambda self: ["cpu", "cpu:1"])
     real_init = matmul.TorchMatmul.__init__
 
     def init(self, device, *a, **k):

@@ -3,7 +3,7 @@
 import os
 import stat
 
-from accelbench.io import atomic_write_json, atomic_write_text
+from accelbench.run.io import atomic_write_json, atomic_write_text
 
 
 def test_atomic_write_honours_umask(tmp_path):

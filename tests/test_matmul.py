@@ -11,14 +11,17 @@ import pandas as pd
 import pytest
 import torch
 
-from accelbench import columns, matmul
-from accelbench.config import config_hash, with_defaults
-from accelbench.io import Checkpoint
-from accelbench.matmul import (
-    Settings, TorchMatmul, classify, dtype_support, measure_point, plan_dtypes, point_flags, predict_call_s,
-    predict_point_s, rotation_sets, sweep,
+from accelbench import backends, registry
+from accelbench.backends.cpu import cpu_llc_bytes
+from accelbench.measure.failures import failure_status
+from accelbench.measure.timing import Measurer, TimingStats, summarize
+from accelbench.run.config import config_hash, with_defaults
+from accelbench.run.io import Checkpoint
+from accelbench.stages import matmul
+from accelbench.stages.matmul import (
+    Settings, TorchMatmul, classify, measure_point, plan_dtypes, point_flags, predict_call_s, predict_point_s,
+    rotation_sets, sweep,
 )
-from accelbench.timing import Measurer, TimingStats, summarize
 
 MM_DEFAULTS = with_defaults({})["matmul"]
 
@@ -85,10 +88,12 @@ class FakeKernels:
 
 def test_plan_dtypes_adds_tf32_on_cuda_only_and_fp8_when_asked():
     cfg = {"dtypes": ["float32", "bfloat16"], "tf32": True, "fp8": True}
-    assert plan_dtypes("cuda", cfg) == ["float32", "tf32", "bfloat16", "float8_e4m3fn"]
-    assert plan_dtypes("cpu", cfg) == ["float32", "bfloat16", "float8_e4m3fn"]
-    assert plan_dtypes("rocm", {**cfg, "fp8": False}) == ["float32", "bfloat16"]
-    assert plan_dtypes("cuda", {**cfg, "dtypes": ["bfloat16"]}) == ["bfloat16", "float8_e4m3fn"]
+    cuda, cpu, rocm = backends.get("cuda"), backends.get("cpu"), backends.get("rocm")
+    assert plan_dtypes(cuda, cfg) == ["float32", "tf32", "bfloat16", "float8_e4m3fn"]
+    assert plan_dtypes(cuda, {**cfg, "tf32": False}) == ["float32", "bfloat16", "float8_e4m3fn"]
+    assert plan_dtypes(cpu, cfg) == ["float32", "bfloat16", "float8_e4m3fn"]
+    assert plan_dtypes(rocm, {**cfg, "fp8": False}) == ["float32", "bfloat16"]
+    assert plan_dtypes(cuda, {**cfg, "dtypes": ["bfloat16"]}) == ["bfloat16", "float8_e4m3fn"]
 
 
 @pytest.mark.parametrize("backend,dtype,cap,arch,supported", [
@@ -106,14 +111,27 @@ def test_plan_dtypes_adds_tf32_on_cuda_only_and_fp8_when_asked():
     ("cpu", "bfloat16", None, None, True),
 ])
 def test_dtype_support(backend, dtype, cap, arch, supported):
-    reason = dtype_support(backend, dtype, capability=cap, arch=arch)
+    """Backend.dtype_support(dtype, info): the device facts come from its device_info."""
+    info = {}
+    if cap is not None:
+        info["compute_capability"] = f"{cap[0]}.{cap[1]}"
+    if arch is not None:
+        info["gcn_arch_name"] = f"{arch}:sramecc+:xnack-"
+    reason = backends.get(backend, torch=torch).dtype_support(dtype, info)
     assert (reason is None) is supported
     if not supported:
         assert isinstance(reason, str) and "\n" not in reason and len(reason) > 10
 
 
 def test_fp8_unsupported_without_scaled_mm():
-    assert "_scaled_mm" in dtype_support("cuda", "float8_e4m3fn", capability=(9, 0), has_scaled_mm=False)
+    no_scaled_mm = types.SimpleNamespace()  # a torch build without torch._scaled_mm
+    reason = backends.get("cuda", torch=no_scaled_mm).dtype_support("float8_e4m3fn", {"compute_capability": "9.0"})
+    assert "_scaled_mm" in reason
+
+
+def test_unknown_dtype_is_refused_with_the_allowed_ones():
+    reason = backends.get("cpu").dtype_support("int4", {})
+    assert "int4" in reason and "float32" in reason
 
 
 @pytest.mark.parametrize("flags,status", [
@@ -203,19 +221,22 @@ def test_above_a_nominal_cpu_peak_is_flagged_not_invalid():
 
 
 def test_peak_bound_from_device_info(monkeypatch):
-    import accelbench.peaks as peaks
+    import accelbench.backends.peaks as peaks
 
-    monkeypatch.setattr(peaks, "peak_tflops", lambda b, info, dt, th, ov: (2.0, "formula"))
-    assert matmul.peak_safe("cpu", {"clock_is_max": False}, "float32", 2, {}) == (2.0, "formula", False)
-    assert matmul.peak_safe("cpu", {"clock_is_max": True}, "float32", 2, {})[2] is True
-    assert matmul.peak_safe("cpu", {"clock_is_max": False}, "float32", 2, {"cpu": {"float32": 2.0}})[2] is True
-    assert matmul.peak_safe("cuda", {}, "float32", 1, {})[2] is True
+    monkeypatch.setattr(peaks, "cpu_peak", lambda info, dt, th: (2.0, "formula"))
+    monkeypatch.setattr(peaks, "gpu_peak", lambda info, dt: (3.0, "table"))
+    cpu, cuda = backends.get("cpu"), backends.get("cuda")
+    assert matmul.peak_safe(cpu, {"clock_is_max": False}, "float32", 2, {}) == (2.0, "formula", False)
+    assert matmul.peak_safe(cpu, {"clock_is_max": True}, "float32", 2, {})[2] is True
+    overridden = matmul.peak_safe(cpu, {"clock_is_max": False}, "float32", 2, {"cpu": {"float32": 5.0}})
+    assert overridden[0] == 5.0 and "peak_tflops" in overridden[1] and overridden[2] is True
+    assert matmul.peak_safe(cuda, {}, "float32", 1, {}) == (3.0, "table", True)
 
     def broken(*a):
         raise KeyError("flags")
 
-    monkeypatch.setattr(peaks, "peak_tflops", broken)
-    peak, source, _ = matmul.peak_safe("cpu", {}, "float32", 2, {})
+    monkeypatch.setattr(peaks, "cpu_peak", broken)
+    peak, source, _ = matmul.peak_safe(cpu, {}, "float32", 2, {})
     assert peak is None and "unknown" in source
 
 
@@ -291,9 +312,11 @@ def test_oom_at_one_point_leaves_the_others_measured(tmp_path):
 
 
 def test_cpu_allocation_failure_is_oom_and_other_errors_are_error():
-    assert matmul.failure_status(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried")) == "oom"
-    assert matmul.failure_status(RuntimeError("MPS backend out of memory")) == "oom"
-    assert matmul.failure_status(ValueError("boom")) == "error"
+    assert failure_status(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried")) == "oom"
+    assert failure_status(RuntimeError("MPS backend out of memory")) == "oom"
+    assert failure_status(ValueError("boom")) == "error"
+    assert failure_status(torch.OutOfMemoryError("allocator said no"), backends.get("cuda")) == "oom"
+    assert failure_status(RuntimeError("allocator said no")) == "error"
     k = FakeKernels(raise_at={("float32", 64): ValueError("boom\nsecond line")})
     row = measure_point(k, dtype="float32", n=64, settings=settings(), peak=PEAK)
     assert row["status"] == "error" and row["status_detail"] == "ValueError: boom second line"
@@ -340,7 +363,9 @@ def test_checkpoint_resume_skips_completed_points(tmp_path):
 @pytest.fixture
 def cpu_kernels():
     torch.set_num_threads(1)
-    return TorchMatmul("cpu", "cpu", measurer=Measurer("cpu", min_run_time_s=0.01, threads=1), seed=0)
+    cpu = backends.get("cpu")
+    return TorchMatmul("cpu", cpu, measurer=Measurer(cpu.synced_timer("cpu"), min_run_time_s=0.01, threads=1),
+                       seed=0)
 
 
 def test_check_measures_real_error(cpu_kernels, monkeypatch):
@@ -359,7 +384,7 @@ def test_check_inputs_are_never_zero_and_reproducible(cpu_kernels):
     assert cpu_kernels.check("float32", 32) == cpu_kernels.check("float32", 32)
 
 
-def test_time_rotates_inputs(cpu_kernels):
+def test_time_rotates_inputs(cpu_kernels, small_llc):
     stats, sets = cpu_kernels.time("float32", 64, warmup=2)
     assert sets > 1 and stats.median_s > 0 and stats.blocks >= 6
     cpu_kernels.rotate = False
@@ -389,7 +414,7 @@ def test_xla_statement_cuts_the_graph_after_every_product(cpu_kernels):
     assert len(cuts) == len(calls) == 7
 
 
-def test_fp32_mode_is_strict_and_tf32_mode_is_restored(cpu_kernels):
+def test_fp32_mode_is_strict_and_tf32_mode_is_restored(cpu_kernels, monkeypatch):
     before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
     torch.set_float32_matmul_precision("high")  # what a user's script may have set: must not leak in
     try:
@@ -400,14 +425,18 @@ def test_fp32_mode_is_strict_and_tf32_mode_is_restored(cpu_kernels):
         with cpu_kernels.mode("tf32") as tf32:  # no TF32 off NVIDIA CUDA: strict kept, recorded False
             assert tf32 is False and cpu_kernels.allow_tf32() is False
             assert torch.get_float32_matmul_precision() == "highest"
-        cuda_side = TorchMatmul("cpu", "cuda", measurer=cpu_kernels.measurer)  # the flag logic, not a GPU
+        # the flag logic of the CUDA and ROCm backends, not a GPU: their device scope is a no-op here
+        cuda, rocm = backends.get("cuda"), backends.get("rocm")
+        for b in (cuda, rocm):
+            monkeypatch.setattr(b, "device_scope", lambda device: contextlib.nullcontext())
+        cuda_side = TorchMatmul("cuda:0", cuda, measurer=cpu_kernels.measurer, info={})
         with cuda_side.mode("tf32"):
             assert cuda_side.allow_tf32() is True and torch.backends.cuda.matmul.allow_tf32 is True
             assert torch.backends.cudnn.allow_tf32 is True
         assert cuda_side.allow_tf32() is False
         with cuda_side.mode("float32"):
             assert cuda_side.allow_tf32() is False and torch.backends.cuda.matmul.allow_tf32 is False
-        rocm_side = TorchMatmul("cpu", "rocm", measurer=cpu_kernels.measurer)
+        rocm_side = TorchMatmul("cuda:0", rocm, measurer=cpu_kernels.measurer, info={})
         with rocm_side.mode("tf32"):
             assert rocm_side.allow_tf32() is False and torch.backends.cuda.matmul.allow_tf32 is False
     finally:
@@ -424,20 +453,27 @@ def test_cpu_llc_bytes_reads_sysfs(tmp_path):
         (d / "level").write_text(f"{level}\n")
         (d / "type").write_text(f"{kind}\n")
         (d / "size").write_text(f"{size}\n")
-    assert matmul.cpu_llc_bytes(str(tmp_path)) == 32 * 1024 ** 2
-    assert matmul.cpu_llc_bytes(str(tmp_path / "missing")) is None
+    assert cpu_llc_bytes(str(tmp_path)) == 32 * 1024 ** 2
+    assert cpu_llc_bytes(str(tmp_path / "missing")) is None
 
 
 def test_fake_cuda_kernels_ask_capability_and_l2():
-    """The CUDA branch of TorchMatmul's facts, with a fake torch (untested on hardware)."""
-    props = types.SimpleNamespace(L2_cache_size=50 * 1024 ** 2, gcnArchName="gfx942:sramecc+:xnack-")
-    fake_cuda = types.SimpleNamespace(get_device_capability=lambda d: (8, 6), get_device_properties=lambda d: props)
+    """TorchMatmul's device facts come from the backend's device_info, here with a fake torch (untested on
+    hardware): capability and L2 on CUDA, architecture and Infinity Cache on ROCm."""
+    props = types.SimpleNamespace(name="Fake GPU", major=8, minor=6, multi_processor_count=84,
+                                  total_memory=24 * 1024 ** 3, L2_cache_size=50 * 1024 ** 2,
+                                  gcnArchName="gfx942:sramecc+:xnack-")
+    asked = []
+    fake_cuda = types.SimpleNamespace(get_device_properties=lambda i: asked.append(i) or props)
     fake = types.SimpleNamespace(cuda=fake_cuda, _scaled_mm=object())
-    k = TorchMatmul("cuda:1", "cuda", measurer=None, torch=fake)
-    assert k.capability() == (8, 6) and k.cache_bytes() == 50 * 1024 ** 2
+    cuda = backends.get("cuda", torch=fake)
+    k = TorchMatmul("cuda:1", cuda, measurer=None)
+    assert asked == [1]  # the device's own index
+    assert cuda.capability(k.info) == (8, 6) and k.cache_bytes() == 50 * 1024 ** 2
     assert "8.9" in k.support("float8_e4m3fn") and k.support("tf32") is None
-    r = TorchMatmul("cuda:0", "rocm", measurer=None, torch=fake)
-    assert r.arch() == "gfx942" and r.cache_bytes() == 256 * 1024 ** 2  # Infinity Cache counted
+    rocm = backends.get("rocm", torch=fake)
+    r = TorchMatmul("cuda:0", rocm, measurer=None)
+    assert rocm.arch(r.info) == "gfx942" and r.cache_bytes() == 256 * 1024 ** 2  # Infinity Cache counted
     assert r.support("float8_e4m3fn") is None and r.support("tf32") is not None
 
 
@@ -457,27 +493,37 @@ def run_cli(*argv) -> int:
     return main(["matmul", *argv])
 
 
-def test_cli_end_to_end_on_cpu(tmp_path, capsys):
+@pytest.fixture
+def small_llc(monkeypatch):
+    """A 1 MiB last-level cache: inputs still rotate, but a tiny point does not have to fill twice a
+    server's L3 (hundreds of MiB) with input pairs first."""
+    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024 ** 2)
+
+
+def test_cli_end_to_end_on_cpu(tmp_path, capsys, small_llc):
     run = write_run(tmp_path, {"sizes": [64, 128], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.02,
                                "fp8": True})
     out, ck = tmp_path / "matmul_cpu.csv", tmp_path / "ck" / "matmul_cpu.jsonl"
     assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck),
-                   "--out", str(out)) == 0
+                   "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(out, keep_default_na=False, na_values=[""])
-    assert set(columns.MATMUL) <= set(df.columns)
-    assert list(df.columns[: len(columns.MATMUL)]) == columns.MATMUL
+    assert set(list(registry.TABLES["matmul"].columns)) <= set(df.columns)
+    assert list(df.columns[: len(list(registry.TABLES["matmul"].columns))]) == list(registry.TABLES["matmul"].columns)
     assert len(df) == 2 * 3  # float32, bfloat16, float8_e4m3fn (fp8: true) x 2 sizes
-    assert set(df["status"]) <= set(columns.MATMUL_STATUSES)
+    assert set(df["status"]) <= set(registry.MATMUL_STATUSES)
     f32 = df[df.dtype == "float32"]
     assert (f32["tflops"] > 0).all() and (f32["threads"] == 1).all()
     assert (f32["rel_error"] < 1e-4).all() and (f32["allow_tf32"].astype(str) == "False").all()
     assert (f32["flops"] == 2 * f32["n"] ** 3).all()
     assert (f32["repeats"] >= 6).all() and (f32["run_id"] == "t").all() and (f32["git_commit"] == "abc").all()
     assert (df["device"] == "cpu").all() and df["device_name"].str.len().min() > 0
+    assert (f32["input_sets"] > 1).all()
+    assert (df["method_version"] == registry.STAGES["matmul"].method_version).all()
     # a rerun with the checkpoint measures nothing and writes the same numbers
+    assert ck.exists()
     capsys.readouterr()
     assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck),
-                   "--out", str(out)) == 0
+                   "--out-dir", str(tmp_path)) == 0
     assert capsys.readouterr().out.count("from checkpoint") == 6
     again = pd.read_csv(out, keep_default_na=False, na_values=[""])
     pd.testing.assert_series_equal(again["median_s"], df["median_s"])
@@ -485,15 +531,40 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys):
 
 def test_cli_absent_backend_writes_one_row(tmp_path):
     run = write_run(tmp_path, {"sizes": [64]})
-    out = tmp_path / "m.csv"
-    assert run_cli("--run-file", run, "--backend", "cuda", "--threads", "1", "--out", str(out)) == 0
+    out = tmp_path / registry.TABLES["matmul"].filename("cuda")
+    assert run_cli("--run-file", run, "--backend", "cuda", "--threads", "1", "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(out)
     assert len(df) == 1 and df.loc[0, "status"] == "absent" and df.loc[0, "backend"] == "cuda"
-    assert "CUDA" in df.loc[0, "status_detail"]
+    assert df.loc[0, "flags"] == "absent" and "CUDA" in df.loc[0, "status_detail"]
+    assert df.loc[0, "method_version"] == registry.STAGES["matmul"].method_version
 
 
 def test_cli_rejects_negative_threads(tmp_path, capsys):
     run = write_run(tmp_path, {"sizes": [64]})
-    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "-1", "--out", str(tmp_path / "m.csv")) == 2
+    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "-1", "--out-dir", str(tmp_path)) == 2
+    assert not (tmp_path / "matmul_cpu.csv").exists()
     err = capsys.readouterr().err.strip()
     assert "--threads" in err and "allowed" in err and "\n" not in err
+
+
+def run_info_file(tmp_path, cfg: dict) -> str:
+    from accelbench.cli import main
+
+    path = str(tmp_path / "run.json")
+    assert main(["run-info", "--config-json", json.dumps(cfg), "--run", "t", "--out", path]) == 0
+    return path
+
+
+def test_cli_warms_the_device_first_and_records_it_and_the_method_version(tmp_path, capsys, small_llc):
+    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+           "matmul": {"sizes": [16, 32], "dtypes": ["float32"], "min_run_time_s": 0.002, "fp8": False, "tf32": False,
+                      "unstable_iqr_ratio": 10.0}}
+    run = run_info_file(tmp_path, cfg)
+    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
+    out = capsys.readouterr().out
+    df = pd.read_csv(tmp_path / registry.TABLES["matmul"].filename("cpu"))
+    assert len(df) == 2 and (df["status"] == "ok").all()
+    assert (df["device_warmup_s"] > 0).all() and df["device_warmup_s"].nunique() == 1  # once per device
+    assert df["device_warmup_status"].isin(["ok", "unstable"]).all() and (df["device_warmup_calls"] >= 3).all()
+    assert "warm-up" in out and out.index("warm-up") < out.index("n=16")  # warmed before the first point
+    assert (df["method_version"] == registry.STAGES["matmul"].method_version).all()

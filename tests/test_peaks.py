@@ -2,19 +2,25 @@
 
 The GPU and TPU figures are datasheet numbers checked here against the documented values; they
 are untested on hardware (no such device in CI). The CPU model is also checked against this
-machine's real ``devices.cpu_info``.
+machine's real ``backends.cpu.cpu_info``. Peaks are asked of the backend objects
+(``Backend.peak_tflops``), which apply the config override or call ``peaks.gpu_peak``/``cpu_peak``.
 """
 
 from __future__ import annotations
 
-import math
+import re
+from datetime import date
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from accelbench import peaks
-from accelbench.peaks import GPU_PEAKS, UNKNOWN_DEVICE, is_above_peak, match_chip, pct_of_peak, peak_tflops
+from accelbench import backends
+from accelbench.backends import peaks
+from accelbench.backends.peaks import GPU_PEAKS, UNKNOWN_DEVICE, match_chip
+
+
+def peak_tflops(backend: str, info: dict, dtype: str, threads: int | None, overrides: dict):
+    """The peak as the ``backend`` object computes it."""
+    return backends.get(backend).peak_tflops(info, dtype, threads, overrides)
 
 
 def cpu(flags, mhz=3000.0, cores=8, **extra):
@@ -131,9 +137,11 @@ def test_cpu_unknown_clock_or_isa_gives_none():
 
 
 def test_cpu_peak_of_this_machine_follows_the_formula():
-    from accelbench.devices import cpu_info
+    import torch
 
-    info = cpu_info()
+    from accelbench.backends.cpu import cpu_info
+
+    info = cpu_info(torch)
     value, source = peak_tflops("cpu", info, "float32", 1, {})
     if info["max_mhz"] is None or not info["flags"]:
         assert value is None
@@ -257,6 +265,53 @@ def test_table_is_complete_and_sourced():
                 assert entry.tflops[dtype] >= fp32, (entry.key, dtype)
 
 
+MAX_1550 = "Intel(R) Data Center GPU Max 1550"
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    ("bfloat16", 838.9), ("float16", 838.9), ("tf32", 419.4), ("float32", 52.4),
+])
+def test_intel_max_1550_figures(dtype, expected):
+    value, source = peak_tflops("xpu", {"name": MAX_1550}, dtype, None, {})
+    assert value == pytest.approx(expected)
+    assert source.startswith("Max 1550: Intel Data Center GPU Max 1550")
+
+
+def test_intel_max_1550_follows_its_stated_derivation():
+    """1024 engines at 1.6 GHz: 16 fp32 lanes x 2 FLOP (vector), 512 bf16/fp16 FLOP/clk (XMX), TF32 half of that."""
+    entry = match_chip(MAX_1550)
+    assert entry.key == "Max 1550" and entry.units == 1024
+    assert entry.tflops["float32"] == pytest.approx(1024 * 16 * 2 * 1.6e9 / 1e12, abs=0.05)
+    assert entry.tflops["bfloat16"] == pytest.approx(1024 * 512 * 1.6e9 / 1e12, abs=0.05)
+    assert entry.tflops["tf32"] == pytest.approx(1024 * 512 / 2 * 1.6e9 / 1e12, abs=0.05)
+    value, source = peak_tflops("xpu", {"name": MAX_1550}, "float8_e4m3fn", None, {})
+    assert value is None and "no native float8" in source
+    # one stack (FLAT mode: 512 of 1024 units) gets half
+    value, source = peak_tflops("xpu", {"name": MAX_1550, "multiprocessors": 512}, "bfloat16", None, {})
+    assert value == pytest.approx(838.9 / 2) and "512/1024" in source
+    assert match_chip("Intel(R) Data Center GPU Max 1100") is None
+    assert match_chip("Intel Arc A770") is None
+
+
+def test_intel_max_1550_source_names_where_and_when_it_was_read():
+    source = match_chip(MAX_1550).source
+    url = re.search(r"\b(?:https?://)?[a-z0-9-]+(?:\.[a-z0-9-]+)+\.[a-z]{2,}/\S+", source)
+    assert url and "intel.com" in url.group(0), source
+    dates = re.findall(r"\b(\d{4})-(\d{2})-(\d{2})\b", source)
+    assert dates, source
+    for y, m, d in dates:  # real calendar dates, none in the future
+        assert date(int(y), int(m), int(d)) <= date.today(), source
+
+
+def test_cpu_peak_is_a_bound_only_at_the_max_clock():
+    cpu_backend = backends.get("cpu")
+    assert cpu_backend.peak_is_bound(cpu(["avx2", "fma"]), overridden=False)
+    assert not cpu_backend.peak_is_bound(cpu(["avx2", "fma"], clock_is_max=False), overridden=False)
+    assert cpu_backend.peak_is_bound(cpu(["avx2", "fma"], clock_is_max=False), overridden=True)
+    for name in ("cuda", "rocm", "xla", "xpu"):  # datasheet figures are bounds
+        assert backends.get(name).peak_is_bound({"name": "x"}, overridden=False), name
+
+
 # --------------------------------------------------------------------------- overrides
 
 
@@ -270,38 +325,12 @@ def test_overrides_win_for_their_backend_and_dtype_only():
     assert peak_tflops("cpu", cpu([]), "float32", 4, overrides)[0] == 1.2
     # an override also fills in an unknown device
     assert peak_tflops("cuda", {"name": "NVIDIA A10G"}, "bfloat16", None, overrides)[0] == 900.0
+    # the new XPU backend reads its own key only
+    assert peak_tflops("xpu", {"name": MAX_1550}, "bfloat16", None, overrides)[0] == pytest.approx(838.9)
+    value, source = peak_tflops("xpu", {"name": "Intel Arc A770"}, "bfloat16", None, {"xpu": {"bfloat16": 39.3}})
+    assert value == 39.3 and "config matmul.peak_tflops.xpu.bfloat16" in source
 
 
 def test_unknown_dtype_names_allowed_values():
     value, source = peak_tflops("cuda", {"name": "NVIDIA H100 80GB HBM3"}, "int8", None, {})
     assert value is None and "float32" in source and "int8" in source
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def test_pct_of_peak():
-    assert pct_of_peak(50.0, 200.0) == pytest.approx(25.0)
-    assert pct_of_peak(0.0, 1.0) == 0.0
-    assert pct_of_peak(1.0, None) is None
-    assert pct_of_peak(None, 1.0) is None
-    assert pct_of_peak(1.0, 0.0) is None
-    assert pct_of_peak(float("nan"), 1.0) is None
-
-
-def test_is_above_peak():
-    assert is_above_peak(101.0, 100.0)
-    assert not is_above_peak(100.0, 100.0)
-    assert not is_above_peak(104.0, 100.0, tolerance=0.05)
-    assert is_above_peak(106.0, 100.0, tolerance=0.05)
-    assert not is_above_peak(1e9, None)
-    assert not is_above_peak(float("nan"), 1.0)
-
-
-@given(st.floats(min_value=0, max_value=1e6, allow_nan=False), st.floats(min_value=1e-6, max_value=1e6))
-def test_above_peak_agrees_with_pct(tflops_value, peak):
-    pct = pct_of_peak(tflops_value, peak)
-    assert math.isfinite(pct)
-    assert is_above_peak(tflops_value, peak) == (tflops_value > peak)
-    if is_above_peak(tflops_value, peak):
-        assert pct >= 100.0

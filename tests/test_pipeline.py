@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from accelbench import columns
+from accelbench import registry
 from tiny_config import TINY
 from workflow_runner import run_snakemake
 
-PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss"]
+PLOTS = list(registry.FIGURES)
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 900):
@@ -33,10 +33,9 @@ def tiny_run(tmp_path_factory):
 @pytest.mark.slow
 def test_every_stage_output_exists(tiny_run):
     run = tiny_run / "results" / "tiny"
-    for name in ["run.json", "devices.json", "warmup_cpu.csv", "matmul_cpu.csv", "amp_cpu_steps.csv",
-                 "amp_cpu_trials.csv", "amp_cpu_summary.csv"]:
+    for name in ["run.json", "devices.json", *registry.run_files(["cpu"])]:
         assert (run / name).stat().st_size > 0, name
-    for table in ["runs", "devices", "matmul", "warmup", "transfer", "amp_steps", "amp_trials", "amp_summary"]:
+    for table in registry.TABLES:
         assert (tiny_run / "results" / "aggregate" / f"{table}.csv").exists(), table
     for p in PLOTS:
         for ext in ("png", "svg"):
@@ -46,13 +45,10 @@ def test_every_stage_output_exists(tiny_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,kind", [
-    ("matmul_cpu.csv", "matmul"), ("warmup_cpu.csv", "warmup"), ("amp_cpu_steps.csv", "amp_steps"),
-    ("amp_cpu_trials.csv", "amp_trials"), ("amp_cpu_summary.csv", "amp_summary"),
-])
+@pytest.mark.parametrize("name,kind", [(name, registry.table_of(name)) for name in registry.run_files(["cpu"])])
 def test_documented_columns(tiny_run, name, kind):
     df = pd.read_csv(tiny_run / "results" / "tiny" / name)
-    missing = [c for c in columns.BY_KIND[kind] if c not in df.columns]
+    missing = [c for c in list(registry.TABLES[kind].columns) if c not in df.columns]
     assert not missing, f"{name} lacks documented columns {missing}"
     assert len(df) > 0
     assert (df["run_id"] == "tiny").all()
@@ -63,7 +59,7 @@ def test_matmul_values_plausible(tiny_run):
     df = pd.read_csv(tiny_run / "results" / "tiny" / "matmul_cpu.csv")
     assert set(df["n"]) == {64, 128}
     assert {"float32", "bfloat16"} <= set(df["dtype"])  # fp8 joins when matmul.fp8 is on and torch has it
-    assert set(df["status"]) <= set(columns.MATMUL_STATUSES)
+    assert set(df["status"]) <= set(registry.MATMUL_STATUSES)
     fp32 = df[df["dtype"] == "float32"]
     assert (fp32["tflops"] > 0).all(), fp32[["n", "tflops", "status"]]
     # tflops is 2n^3 / median_s, in units of 1e12 FLOP/s
@@ -77,7 +73,7 @@ def test_matmul_values_plausible(tiny_run):
 @pytest.mark.slow
 def test_devices_json_reports_every_backend(tiny_run):
     devices = json.loads((tiny_run / "results" / "tiny" / "devices.json").read_text())
-    assert set(devices["backends"]) == {"cpu", "cuda", "rocm", "mps", "xla"}
+    assert set(devices["backends"]) == set(registry.backends.NAMES) == {"cpu", "cuda", "rocm", "mps", "xla", "xpu"}
     assert devices["backends"]["cpu"]["present"] is True
     import torch
 

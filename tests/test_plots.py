@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from accelbench import summary as S
-from accelbench.plots import FIGURES, load_tables
+from accelbench.reporting import tables as S
+from accelbench.reporting.plots import FIGURES, load_tables
 from fixture_runs import build
 
 RULE_PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss"]

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 import accelbench
+from accelbench import registry
 from tiny_config import TINY
 from workflow_runner import snakemake_argv
 
@@ -141,9 +142,10 @@ def test_detect_ran_inside_the_image(podman_run, record):
     assert devices["host"] == socket.gethostname()  # --uts=host: rows name the machine, not the container
 
 
-@pytest.mark.parametrize("name", ["warmup_cpu.csv", "matmul_cpu.csv", "amp_cpu_steps.csv", "amp_cpu_trials.csv",
-                                  "amp_cpu_summary.csv"])
+@pytest.mark.parametrize("name", registry.run_files(["cpu"]))
 def test_every_row_carries_the_image_id(podman_run, record, name):
+    """Every device stage (registry.DEVICE_STAGES: warmup, matmul, amp here; transfer is accelerators-only)
+    ran in the image."""
     work, _ = podman_run
     rows = pd.read_csv(work / "results" / RUN / name)
     assert len(rows) > 0

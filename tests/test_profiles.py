@@ -26,12 +26,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from accelbench import registry
 from tiny_config import TINY
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles"
-BENCH_RULES = {"warmup", "matmul", "transfer", "amp"}
-ALL_RULES = {"run_info", "detect", "aggregate", "plots", "report"} | BENCH_RULES
+BENCH_RULES = {s.rule for s in registry.DEVICE_STAGES}
+ALL_RULES = {s.rule for s in registry.STAGES.values() if s.kind != "tool"}
 
 
 def load_profile(name: str) -> dict:

@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 import accelbench
-from accelbench import columns
-from accelbench.config import config_hash, with_defaults
-from accelbench.provenance import git_commit, row_provenance
+from accelbench import registry
+from accelbench.run.config import config_hash, with_defaults
+from accelbench.run.provenance import git_commit, row_provenance
 from workflow_runner import run_snakemake, snakemake_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +46,8 @@ MINI = {
 # what the stages must record (set for the pipeline's processes)
 PIPELINE_ENV = {"OMP_NUM_THREADS": "1", "PYTORCH_TUNABLEOP_ENABLED": "0", "HIP_VISIBLE_DEVICES": "",
                 "CUDA_VISIBLE_DEVICES": ""}
-STAGE_KINDS = {"matmul_cpu.csv": "matmul", "warmup_cpu.csv": "warmup", "amp_cpu_steps.csv": "amp_steps",
-               "amp_cpu_trials.csv": "amp_trials", "amp_cpu_summary.csv": "amp_summary"}
+# every per-run file a CPU run writes -> its table (registry)
+STAGE_KINDS = {name: registry.table_of(name) for name in registry.run_files(["cpu"])}
 
 
 def pipeline_env() -> dict:
@@ -87,13 +87,14 @@ def test_row_provenance_columns_and_values(monkeypatch):
     import torch
 
     monkeypatch.setenv("ACCELBENCH_IMAGE_ID", "sha256:abc")
-    row = row_provenance({"run": "r1", "config_hash": "h1", "git_commit": "c1"})
-    assert list(row) == columns.PROVENANCE
+    row = row_provenance({"run": "r1", "config_hash": "h1", "git_commit": "c1"}, "matmul")
+    assert list(row) == list(registry.PROVENANCE)
     assert row["run_id"] == "r1" and row["config_hash"] == "h1" and row["git_commit"] == "c1"
     assert row["host"] == socket.gethostname() and row["accelbench_version"] == accelbench.__version__
     assert row["torch_version"] == torch.__version__
     assert row["cuda_version"] == (torch.version.cuda or "") and row["hip_version"] == (torch.version.hip or "")
     assert row["container_image"] == "sha256:abc"
+    assert row["method_version"] == registry.STAGES["matmul"].method_version >= 1
 
 
 def test_git_commit_marks_uncommitted_changes(tmp_path):
@@ -106,7 +107,7 @@ def test_git_commit_marks_uncommitted_changes(tmp_path):
     subprocess.run(git + ["commit", "-qm", "x"], check=True)
     sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     env = {k: v for k, v in os.environ.items() if k != "ACCELBENCH_GIT_COMMIT"}
-    code = f"from accelbench.provenance import git_commit; print(git_commit({str(repo)!r}))"
+    code = f"from accelbench.run.provenance import git_commit; print(git_commit({str(repo)!r}))"
     out = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.strip()
     assert out() == sha
     (repo / "f.txt").write_text("b\n")
@@ -136,7 +137,7 @@ def test_every_row_of_every_stage_carries_provenance(run_dir):
     }
     for name, df in stage_csvs(run).items():
         assert len(df) > 0, name
-        missing = [c for c in columns.PROVENANCE + columns.DEVICE if c not in df.columns]
+        missing = [c for c in list(registry.PROVENANCE) + list(registry.DEVICE) if c not in df.columns]
         assert not missing, f"{name} lacks {missing}"
         for col, value in expected.items():
             bad = df[df[col].astype(str) != str(value)]
@@ -145,7 +146,7 @@ def test_every_row_of_every_stage_carries_provenance(run_dir):
     # any other CSV a stage adds later must carry them too
     for path in run.glob("*.csv"):
         header = pd.read_csv(path, nrows=0).columns
-        assert set(columns.PROVENANCE) <= set(header), path.name
+        assert set(list(registry.PROVENANCE)) <= set(header), path.name
 
 
 @pytest.mark.slow
@@ -156,7 +157,7 @@ def test_aggregated_tables_keep_provenance(run_dir):
     for table in ("matmul", "warmup", "amp_steps", "amp_trials", "amp_summary"):
         df = pd.read_csv(agg / f"{table}.csv", keep_default_na=False)
         assert len(df) > 0, table
-        for col in columns.PROVENANCE:
+        for col in list(registry.PROVENANCE):
             assert col in df.columns, (table, col)
         assert set(df["run_id"].astype(str)) == {"mini"}, table
         assert (df["config_hash"].astype(str).str.len() == 16).all(), table

@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 import pandas as pd
 import pytest
 
-from accelbench import summary as S
-from accelbench.plots import FIGURES
+from accelbench.reporting import tables as S
+from accelbench.reporting.plots import FIGURES
 from fixture_runs import add_absent_backend, build, write_cpu_run
 
 
@@ -244,7 +244,7 @@ def test_absent_backend_and_missing_figures(tmp_path):
 def test_amp_verdicts_are_three_state(faster, parity, speed_word, parity_words, css):
     """faster / accuracy_parity are yes, no or inconclusive: an interval that straddles the line must
     never be shown as a loss (or a gain)."""
-    from accelbench.report import summary_amp
+    from accelbench.reporting.html import summary_amp
 
     row = {"run_id": "r", "host": "h", "backend": "cpu", "device": "cpu", "device_name": "CPU X",
            "workload": "mlp", "mode": "amp_bf16", "baseline": "fp32", "trials": 3, "speedup": 0.9,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from accelbench import config as cfg
+from accelbench.run import config as cfg
 from test_provenance import MINI, STAGE_KINDS, mini_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ KEYS = {
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
 TIMING = re.compile(
     r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|samples_per_s|speedup.*|repeats|blocks|input_sets"
-    r"|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*)$")
+    r"|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls|device_warmup_status)$")
 # columns that carry ok-vs-unstable (noise) and its explanation
 NOISE = {"status", "flags", "status_detail"}
 MEASURED = {"ok", "unstable"}
@@ -78,7 +78,7 @@ def test_config_hash_ignores_key_order_and_spelled_out_defaults():
 def test_config_hash_is_stable_across_processes():
     """No dependence on PYTHONHASHSEED, dict order or the process: the same hash in a fresh interpreter."""
     config = cfg.with_defaults(MINI)
-    code = ("import json,sys; from accelbench.config import config_hash; "
+    code = ("import json,sys; from accelbench.run.config import config_hash; "
             "print(config_hash(json.loads(sys.stdin.read())))")
     for seed in ("0", "12345"):
         out = subprocess.run([sys.executable, "-c", code], input=json.dumps(config), capture_output=True, text=True,

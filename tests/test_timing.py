@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -9,8 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as sps
 
-from accelbench import timing
-from accelbench.timing import MIN_BLOCKS, Measurer, is_unstable, iqr, median_ci95, summarize
+from accelbench.measure import timing
+from accelbench.measure.timing import MIN_BLOCKS, Measurer, is_unstable, iqr, median_ci95, summarize
 
 
 def test_summarize_known_list():
@@ -26,15 +27,19 @@ def test_summarize_known_list():
 def test_summarize_order_does_not_matter():
     a = summarize([3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 7.0])
     b = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
-    assert a == b
+    # every statistic is the same; only the samples keep the order they were measured in
+    assert dataclasses.replace(a, samples_s=()) == dataclasses.replace(b, samples_s=())
+    assert a.samples_s == (3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 7.0)
+    assert sorted(a.samples_s) == list(b.samples_s)
 
 
 def test_iqr_matches_torch_measurement():
+    """summarize of per-call block times (what Measurer hands it) agrees with torch's own Measurement."""
     from torch.utils.benchmark.utils.common import Measurement, TaskSpec
 
     times = [0.9, 1.3, 1.0, 2.5, 1.1, 0.95, 1.05, 1.2]
     m = Measurement(number_per_run=4, raw_times=[t * 4 for t in times], task_spec=TaskSpec("pass", "pass"))
-    s = timing.stats_of_measurement(m)
+    s = summarize([r / m.number_per_run for r in m.raw_times], m.number_per_run)
     assert s.median_s == pytest.approx(m.median)
     assert s.iqr_s == pytest.approx(m.iqr)
     assert s.repeats == 32 and s.blocks == 8
@@ -99,18 +104,19 @@ class FakeClock:
 
 def test_measurer_times_through_the_given_timer_and_tops_up_to_six_blocks():
     clock = FakeClock([0.001])
-    m = Measurer("cpu", min_run_time_s=0.002, threads=1, timer=clock)
+    m = Measurer(clock, min_run_time_s=0.002, threads=1)
     s = m.measure(clock.work)
     assert s.median_s == pytest.approx(0.001)
     assert s.iqr_s == pytest.approx(0.0, abs=1e-12)
     assert s.blocks >= MIN_BLOCKS  # blocked_autorange alone stops after 2 blocks of 1 ms
     assert s.repeats == s.blocks * s.calls_per_block
+    assert len(s.samples_s) == s.blocks and all(x == pytest.approx(0.001) for x in s.samples_s)
     assert not math.isnan(s.ci95_low_s)
 
 
 def test_measurer_sees_spread():
     clock = FakeClock([0.001, 0.003])  # alternating calls: a bimodal workload
-    s = Measurer("cpu", min_run_time_s=0.02, threads=1, timer=clock).measure(clock.work)
+    s = Measurer(clock, min_run_time_s=0.02, threads=1).measure(clock.work)
     assert s.calls_per_block == 1  # 1 ms calls need no batching against a free clock
     assert s.iqr_s == pytest.approx(0.002)
     assert is_unstable(s.iqr_s, s.median_s, 0.1)
@@ -118,15 +124,17 @@ def test_measurer_sees_spread():
 
 def test_measurer_respects_max_run_time():
     clock = FakeClock([1.0])  # one call takes 1 s of fake time
-    s = Measurer("cpu", min_run_time_s=0.5, threads=1, max_run_time_s=2.5, timer=clock).measure(clock.work)
+    s = Measurer(clock, min_run_time_s=0.5, threads=1, max_run_time_s=2.5).measure(clock.work)
     assert s.blocks == 3  # 1 block from autorange, then topped up until 2.5 s were spent
 
 
 def test_measurer_statement_with_globals_and_warm_up_on_cpu():
     import torch
 
+    from accelbench import backends
+
     x = torch.ones(1000)
-    m = Measurer("cpu", min_run_time_s=0.01, threads=1)
+    m = Measurer(backends.get("cpu").synced_timer("cpu"), min_run_time_s=0.01, threads=1)
     assert m.warm_up("x.sum()", {"x": x}, calls=3) > 0
     s = m.measure("x.sum()", {"x": x})
     assert s.median_s > 0 and s.blocks >= MIN_BLOCKS
@@ -146,8 +154,8 @@ def test_measurer_hands_threads_to_the_timer(monkeypatch):
             seen.append(k.get("num_threads"))
             super().__init__(*a, **k)
 
-    monkeypatch.setattr(tb, "Timer", Spy)
+    monkeypatch.setattr(timing, "Timer", Spy)  # measure.timing binds Timer at import
     clock = FakeClock([0.001])
-    Measurer("cpu", min_run_time_s=0.002, threads=2, timer=clock).measure(clock.work)
+    Measurer(clock, min_run_time_s=0.002, threads=2).measure(clock.work)
     assert seen and all(t == 2 for t in seen)
     assert torch.get_num_threads() >= 1

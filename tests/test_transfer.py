@@ -9,10 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from accelbench import columns, transfer
-from accelbench.config import config_hash, with_defaults
-from accelbench.timing import Measurer, summarize
-from accelbench.transfer import TorchCopies, device_rows, gbps, measure_copy, size_bytes
+from accelbench import backends, registry
+from accelbench.measure.stability import DeviceWarmup
+from accelbench.stages import common, transfer
+from accelbench.run.config import config_hash, with_defaults
+from accelbench.measure.timing import Measurer, summarize
+from accelbench.stages.transfer import TorchCopies, device_rows, gbps, measure_copy, size_bytes
 
 CFG = {"sizes_mb": [2, 1], "min_run_time_s": 0.01, "unstable_iqr_ratio": 0.1}
 
@@ -60,8 +62,7 @@ class FakeMeasurer:
 
 def test_every_size_memory_direction_with_fakes():
     fake = FakeCopies()
-    rows = device_rows("cuda:0", CFG, copies_for=lambda d: fake, measurer_for=lambda d: FakeMeasurer(),
-                       log=lambda s: None)
+    rows = device_rows("cuda:0", CFG, copies=fake, measurer=FakeMeasurer(), log=lambda s: None)
     keys = [(r["size_bytes"], r["memory"], r["direction"]) for r in rows]
     assert keys == [(s, m, d) for s in (1_000_000, 2_000_000) for m in ("pageable", "pinned") for d in ("h2d", "d2h")]
     assert all(r["status"] == "ok" and r["gbps"] == pytest.approx(1.0) for r in rows)
@@ -72,8 +73,7 @@ def test_every_size_memory_direction_with_fakes():
 
 def test_unpinnable_memory_is_unsupported_and_oom_is_recorded():
     fake = FakeCopies(pin_error=RuntimeError("pin_memory is not available on mps"), oom_at=2_000_000)
-    rows = device_rows("mps", CFG, copies_for=lambda d: fake, measurer_for=lambda d: FakeMeasurer(),
-                       log=lambda s: None)
+    rows = device_rows("mps", CFG, copies=fake, measurer=FakeMeasurer(), log=lambda s: None)
     status = {(r["size_bytes"], r["memory"], r["direction"]): r["status"] for r in rows}
     assert status[(1_000_000, "pageable", "h2d")] == "ok"
     assert status[(1_000_000, "pinned", "d2h")] == "unsupported"
@@ -90,13 +90,15 @@ def test_unstable_copy():
 
 def test_real_copies_between_cpu_tensors():
     """The real statements and buffers, with the CPU standing in for the device."""
-    copies = TorchCopies("cpu")
-    m = Measurer("cpu", min_run_time_s=0.01, threads=1)
+    cpu = backends.get("cpu")
+    copies = TorchCopies("cpu", cpu)
+    m = Measurer(cpu.synced_timer("cpu"), min_run_time_s=0.01, threads=1)
     row = measure_copy(copies, m, direction="h2d", memory="pageable", nbytes=1_000_000, unstable_iqr_ratio=10.0)
     assert row["status"] == "ok" and row["gbps"] > 0 and row["blocks"] >= 6
+    # the CPU backend has no memory to pin for (Backend.pinned_memory_support), whatever torch could do
     row = measure_copy(copies, m, direction="d2h", memory="pinned", nbytes=1_000_000, unstable_iqr_ratio=10.0)
-    if not torch.accelerator.is_available():  # a CPU-only torch cannot pin memory
-        assert row["status"] == "unsupported" and "pin" in row["status_detail"]
+    assert row["status"] == "unsupported" and "pin" in row["status_detail"]
+    assert cpu.pinned_memory_support() in row["status_detail"]
 
 
 def write_run(tmp_path) -> str:
@@ -107,28 +109,73 @@ def write_run(tmp_path) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("backend,reason", [("cpu", "host is the device"), ("cuda", "CUDA"), ("rocm", "ROCM")])
+@pytest.mark.parametrize("backend,reason", [("cpu", "cpu is the host"), ("cuda", "CUDA"), ("rocm", "ROCM")])
 def test_cli_absent_rows(tmp_path, backend, reason):
     from accelbench.cli import main
 
     out = tmp_path / f"transfer_{backend}.csv"
-    assert main(["transfer", "--run-file", write_run(tmp_path), "--backend", backend, "--out", str(out)]) == 0
+    assert main(["transfer", "--run-file", write_run(tmp_path), "--backend", backend, "--out-dir", str(tmp_path)]) == 0
     df = pd.read_csv(out)
-    assert list(df.columns[: len(columns.TRANSFER)]) == columns.TRANSFER
+    assert list(df.columns[: len(list(registry.TABLES["transfer"].columns))]) == list(registry.TABLES["transfer"].columns)
     assert len(df) == 1 and df.loc[0, "status"] == "absent" and reason in df.loc[0, "status_detail"]
     assert df.loc[0, "backend"] == backend and df.loc[0, "run_id"] == "x"
+    assert df.loc[0, "method_version"] == registry.STAGES["transfer"].method_version
 
 
 def test_cli_on_a_fake_accelerator(tmp_path, monkeypatch):
-    """The CLI's device loop with device_strings and the copies faked (untested on hardware)."""
-    import accelbench.backend as backend
+    """The CLI's device loop with the devices, their warm-up and the copies faked (untested on hardware)."""
     from accelbench.cli import main
 
-    monkeypatch.setattr(backend, "device_strings", lambda b: ["cuda:0", "cuda:1"])
+    warmed = []
+
+    def fake_warm(backend, device, warm_cfg, seed=0):
+        warmed.append(device)
+        return DeviceWarmup(seconds=0.25, calls=5, status="ok", warm_s=0.001)
+
+    monkeypatch.setattr(backends.CudaBackend, "devices", lambda self: ["cuda:0", "cuda:1"])
+    monkeypatch.setattr(common, "warm_device", fake_warm)
     monkeypatch.setattr(transfer, "device_rows", lambda d, cfg, **k: device_rows(
-        d, cfg, copies_for=lambda _: FakeCopies(), measurer_for=lambda _: FakeMeasurer(), log=lambda s: None))
-    out = tmp_path / "t.csv"
-    assert main(["transfer", "--run-file", write_run(tmp_path), "--backend", "cuda", "--out", str(out)]) == 0
-    df = pd.read_csv(out)
+        d, cfg, copies=FakeCopies(), measurer=FakeMeasurer(), log=lambda s: None))
+    assert main(["transfer", "--run-file", write_run(tmp_path), "--backend", "cuda", "--out-dir", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "transfer_cuda.csv")
     assert list(df["device"].unique()) == ["cuda:0", "cuda:1"] and len(df) == 2 * 4
     assert df["gbps"].tolist() == pytest.approx([1.0] * 8) and (df["status"] == "ok").all()
+    assert warmed == ["cuda:0", "cuda:1"]  # each device warmed once, before its copies
+    assert (df["device_warmup_s"] == 0.25).all() and (df["device_warmup_calls"] == 5).all()
+    assert (df["device_warmup_status"] == "ok").all()
+
+
+class HostAsAccelerator(backends.CpuBackend):
+    """The CPU dressed up as an accelerator backend, so the transfer stage's real device loop (warm-up,
+    copies, Measurer) runs end to end here: its "device" is the host."""
+
+    name = "cuda"
+    is_accelerator = True
+
+
+def run_info_file(tmp_path, cfg: dict) -> str:
+    from accelbench.cli import main
+
+    path = str(tmp_path / "run.json")
+    assert main(["run-info", "--config-json", json.dumps(cfg), "--run", "t", "--out", path]) == 0
+    return path
+
+
+def test_cli_warms_each_device_and_records_it_and_the_method_version(tmp_path, monkeypatch, capsys):
+    from accelbench.cli import main
+
+    monkeypatch.setitem(backends.CLASSES, "cuda", HostAsAccelerator)
+    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+           "transfer": {"sizes_mb": [0.01], "min_run_time_s": 0.002, "unstable_iqr_ratio": 10.0}}
+    run = run_info_file(tmp_path, cfg)
+    assert main(["transfer", "--run-file", run, "--backend", "cuda", "--threads", "1",
+                 "--out-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    df = pd.read_csv(tmp_path / registry.TABLES["transfer"].filename("cuda"))
+    assert len(df) == 4 and set(df["device"]) == {"cpu"}
+    assert df.loc[(df["memory"] == "pageable"), "status"].eq("ok").all()
+    assert (df["device_warmup_s"] > 0).all()
+    assert df["device_warmup_status"].isin(["ok", "unstable"]).all()
+    assert (df["device_warmup_calls"] >= 3).all()
+    assert "warm-up" in out
+    assert (df["method_version"] == registry.STAGES["transfer"].method_version).all()

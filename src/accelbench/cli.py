@@ -1,8 +1,9 @@
-"""The ``accelbench`` command: one subcommand per pipeline stage.
+"""The accelbench command: one subcommand per pipeline stage (registry.STAGES).
 
 Snakemake rules are thin calls of these subcommands, so the same code runs on the host, in a
 Docker/Podman/Apptainer image, and on a cluster node. Each stage module provides
-``add_arguments(parser)`` and ``cli(args) -> int``.
+``add_arguments(parser)`` and ``cli(args) -> int``; it is imported only when its subcommand runs
+(``accelbench aggregate`` on a login node never imports torch).
 """
 
 from __future__ import annotations
@@ -11,47 +12,33 @@ import argparse
 import importlib
 import sys
 
-# subcommand -> (module, one-line help)
-STAGES = {
-    "run-info": ("runinfo", "check the config and write results/<run>/run.json (config, hash, commit)"),
-    "detect": ("devices", "detect every backend and device; write devices.json"),
-    "warmup": ("warmup", "cold vs warm: repeat a fixed workload until its time is stable"),
-    "matmul": ("matmul", "matrix-multiplication sweep over sizes x dtypes on every device of a backend"),
-    "transfer": ("transfer", "host<->device copy bandwidth (pageable and pinned)"),
-    "amp": ("amp", "AMP vs FP32 training trials"),
-    "aggregate": ("aggregate", "gather every run's CSVs under results/ into tidy tables"),
-    "plots": ("plots", "seaborn figures (PNG and SVG) from the aggregated tables"),
-    "report": ("report", "one self-contained HTML report"),
-    "container": ("containers", "container argv and image builds for docker/podman"),
-}
+from . import __version__, registry
+from .run.config import ConfigError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand; only ``command``'s module is imported, to add its arguments (None: all)."""
     parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"accelbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="STAGE", required=True)
-    for name, (module, help_) in STAGES.items():
-        p = sub.add_parser(name, help=help_, description=help_)
-        mod = importlib.import_module(f"accelbench.{module}")
-        mod.add_arguments(p)
-        p.set_defaults(_module=mod)
+    for name, stage in registry.STAGES.items():
+        p = sub.add_parser(name, help=stage.help, description=stage.help)
+        p.set_defaults(_stage=stage)
+        if command is None or name == command:
+            importlib.import_module(stage.module).add_arguments(p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), "")
+    args = build_parser(command).parse_args(argv)
+    module = importlib.import_module(args._stage.module)
     try:
-        return int(args._module.cli(args) or 0)
-    except Exception as exc:  # one line for known input errors, traceback otherwise
-        from .config import ConfigError
-
-        if isinstance(exc, ConfigError):
-            print(f"accelbench {args.command}: {exc}", file=sys.stderr)
-            return 2
-        raise
+        return int(module.cli(args) or 0)
+    except ConfigError as exc:  # one line for known input errors, a traceback otherwise
+        print(f"accelbench {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,15 +1,20 @@
 # Helpers shared by all .smk files: config check, run id, paths, threads, resources, launcher.
+# Every name (stages, tables, figures, files) comes from accelbench.registry; everything that differs
+# between device kinds from accelbench.backends.
 import json
 import os
 import re
 import socket
-import subprocess
 import sys
+from pathlib import Path
 
 from snakemake.utils import validate
 
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-from accelbench.config import ConfigError, check as check_config  # noqa: E402
+from accelbench import backends, registry  # noqa: E402
+from accelbench.run import containers as _containers  # noqa: E402
+from accelbench.run.config import ConfigError, check as check_config  # noqa: E402
+from accelbench.run.provenance import git_commit as _git_commit  # noqa: E402
 
 
 # ---- config: checked before any job, one line naming the key on error ---------------
@@ -29,37 +34,33 @@ def _run_id():
 
 
 RUN = _run_id()
-RESULTS = "results"
+RESULTS = registry.RESULTS
 RUN_DIR = f"{RESULTS}/{RUN}"
 BACKENDS = config["backends"]
-GPU_BACKENDS = [b for b in BACKENDS if b in ("cuda", "rocm")]
-ACCEL_BACKENDS = [b for b in BACKENDS if b != "cpu"]
-REPORT_HTML = f"{RESULTS}/report.html"
+GPU_BACKENDS = [b for b in BACKENDS if backends.CLASSES[b].needs_gpu_resource]
+REPORT_HTML = f"{RESULTS}/{registry.REPORT_HTML}"
+AGGREGATE_DIR = f"{RESULTS}/{registry.AGGREGATE_DIR}"
+PLOTS_DIR = f"{RESULTS}/{registry.PLOTS_DIR}"
+# The pipeline checkout's commit, marked dirty when tracked files differ from it.
+GIT_COMMIT = _git_commit(workflow.basedir)
 
 
-def git_commit():
-    """The pipeline checkout's commit, marked dirty when tracked files differ from it (accelbench.provenance)."""
-    from accelbench.provenance import git_commit as _git_commit
-
-    return _git_commit(workflow.basedir)
-
-
-GIT_COMMIT = git_commit()
+def run_path(name):
+    return f"{RUN_DIR}/{name}"
 
 
 def bench_threads(wildcards):
     """CPU stages measure with every core they are granted (snakemake caps this at --cores);
-    accelerator stages need one host thread to feed the device."""
-    if wildcards.backend != "cpu":
-        return 1
-    return config["cpu_threads"] or (os.cpu_count() or 1)
+    accelerator stages need one host thread to feed the device (Backend.host_threads)."""
+    threads = backends.CLASSES[wildcards.backend].host_threads
+    return threads if threads is not None else (config["cpu_threads"] or (os.cpu_count() or 1))
 
 
 def gpu_count(wildcards):
     """SLURM's --gpus / local --resources gpu=N: one GPU stage holds the GPUs it sweeps.
     Other backends leave gpu unset (None, not 0): some executors (Kubernetes) treat any gpu
     resource, even 0, as a GPU job."""
-    return 1 if wildcards.backend in ("cuda", "rocm") else None
+    return 1 if backends.CLASSES[wildcards.backend].needs_gpu_resource else None
 
 
 def gpu_model(wildcards):
@@ -72,13 +73,11 @@ def gpu_model(wildcards):
 DETECT_GPUS = 1 if GPU_BACKENDS else None
 
 
-# ---- containers (accelbench.containers; README "Containers") ---------------------------------------
+# ---- containers (accelbench.run.containers; README "Containers") ---------------------------------------
 # none: on the host. docker/podman: rule container_image (containers.smk) builds or takes each backend's
 # image and records its id; the backend's rules depend on that record and run their command through
 # `accelbench container exec`, which starts exactly that image. apptainer: snakemake itself runs the
-# benchmark rules in the image (--sdm apptainer), from each rule's `container:`.
-from accelbench import containers as _containers  # noqa: E402
-
+# device rules in the image (--sdm apptainer), from each rule's `container:`.
 RUNTIME = config["container"]["runtime"]
 try:
     _containers.check_config(config)
@@ -102,7 +101,7 @@ def _image_record(backend):
 
 
 def image_record(wildcards):
-    """Input of a benchmark rule: its backend's image record (docker/podman only; nothing otherwise)."""
+    """Input of a device rule: its backend's image record (docker/podman only; nothing otherwise)."""
     return _image_record(wildcards.backend)
 
 
@@ -115,8 +114,8 @@ def _launch(backend, threads):
 
 
 def launcher(wildcards, threads):
-    """Prefix of a benchmark rule's command that runs it in the backend's Docker/Podman image with
-    OMP_NUM_THREADS=threads; empty on the host and under Apptainer. Quoted by accelbench.containers."""
+    """Prefix of a device rule's command that runs it in the backend's Docker/Podman image with
+    OMP_NUM_THREADS=threads; empty on the host and under Apptainer. Quoted by accelbench.run.containers."""
     return _launch(wildcards.backend, threads)
 
 
@@ -128,29 +127,16 @@ def _apptainer_container(wildcards):
     return _containers.apptainer_image(config, wildcards.backend)
 
 
-# `container:` of the benchmark rules: the backend's image under runtime apptainer, none otherwise.
+# `container:` of the device rules: the backend's image under runtime apptainer, none otherwise.
 BENCH_CONTAINER = _apptainer_container if RUNTIME == "apptainer" else None
 DETECT_CONTAINER = _containers.apptainer_image(config, DETECT_BACKEND) if RUNTIME == "apptainer" else None
-
-
-def run_files(kind):
-    """This run's per-backend outputs of one stage."""
-    if kind == "transfer":
-        return expand(f"{RUN_DIR}/transfer_{{backend}}.csv", backend=ACCEL_BACKENDS)
-    if kind == "amp":
-        return expand(f"{RUN_DIR}/amp_{{backend}}_summary.csv", backend=BACKENDS)
-    return expand(f"{RUN_DIR}/{kind}_{{backend}}.csv", backend=BACKENDS)
-
-
-# ---- container images (workflow/rules/containers.smk) ----
-from pathlib import Path as _Path
 
 
 def image_sources(wildcards):
     """What the image is built from: a change to any of them rebuilds it (and reruns its backend)."""
     if not config["container"]["build"]:
         return []
-    base = _Path(workflow.basedir)
+    base = Path(workflow.basedir)
     src = [p for p in (base / "src" / "accelbench").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     return [str(base / "containers" / wildcards.backend / "Containerfile"), str(base / "pyproject.toml"),
             *sorted(map(str, src))]

@@ -4,14 +4,14 @@
 # and runs in exactly that image (accelbench container exec). Not in the DAG for runtime none or apptainer.
 rule container_image:
     input:
-        run=f"{RUN_DIR}/run.json",
+        run=run_path(registry.RUN_FILE),
         sources=image_sources,
     output:
         f"{RUN_DIR}/images/{{backend}}.json",
     log:
         f"{RUN_DIR}/logs/image_{{backend}}.log",
     wildcard_constraints:
-        backend="cpu|cuda|rocm",
+        backend="|".join(_containers.IMAGE_BACKENDS),
     localrule: True
     threads: 1
     resources:

@@ -1,8 +1,8 @@
 rule run_info:
     output:
-        f"{RUN_DIR}/run.json",
+        run_path(registry.RUN_FILE),
     log:
-        f"{RUN_DIR}/logs/run_info.log",
+        run_path(registry.log_file("run_info")),
     threads: 1
     resources:
         mem_mb=500,
@@ -18,12 +18,12 @@ rule run_info:
 
 rule detect:
     input:
-        run=f"{RUN_DIR}/run.json",
+        run=run_path(registry.RUN_FILE),
         image=detect_image_record,
     output:
-        report(f"{RUN_DIR}/devices.json", caption="../report/devices.rst", category="Devices"),
+        report(run_path(registry.DEVICES_FILE), caption="../report/devices.rst", category="Devices"),
     log:
-        f"{RUN_DIR}/logs/detect.log",
+        run_path(registry.log_file("detect")),
     threads: 1
     resources:
         mem_mb=2000,

@@ -1,21 +1,18 @@
 # Aggregation, plots and the HTML report run on the host over every run under results/.
-PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss"]
-TABLES = ["runs", "devices", "matmul", "warmup", "transfer", "amp_steps", "amp_trials", "amp_summary"]
+# Tables and figures are accelbench.registry.TABLES / FIGURES; each figure's caption is
+# workflow/report/<figure>.rst, which the HTML report quotes too (one text per figure).
 
 
 rule aggregate:
     input:
-        run=f"{RUN_DIR}/run.json",
-        devices=f"{RUN_DIR}/devices.json",
-        warmup=run_files("warmup"),
-        matmul=run_files("matmul"),
-        transfer=run_files("transfer"),
-        amp=run_files("amp"),
+        run=run_path(registry.RUN_FILE),
+        devices=run_path(registry.DEVICES_FILE),
+        tables=[run_path(name) for name in registry.run_files(BACKENDS)],
     output:
-        expand(f"{RESULTS}/aggregate/{{table}}.csv", table=TABLES),
-        manifest=f"{RESULTS}/aggregate/manifest.json",
+        expand(f"{AGGREGATE_DIR}/{{table}}.csv", table=list(registry.TABLES)),
+        manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",
     log:
-        f"{RESULTS}/logs/aggregate.log",
+        f"{RESULTS}/{registry.log_file('aggregate')}",
     threads: 1
     resources:
         mem_mb=2000,
@@ -29,15 +26,15 @@ rule aggregate:
 
 rule plots:
     input:
-        manifest=f"{RESULTS}/aggregate/manifest.json",
+        manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",
     output:
         [
-            report(f"{RESULTS}/plots/{p}.png", caption=f"../report/{p}.rst", category="Plots")
-            for p in PLOTS
+            report(f"{PLOTS_DIR}/{f.name}.png", caption=f"../report/{f.caption}", category=f.category)
+            for f in registry.FIGURES.values()
         ],
-        [f"{RESULTS}/plots/{p}.svg" for p in PLOTS],
+        [f"{PLOTS_DIR}/{name}.svg" for name in registry.FIGURES],
     log:
-        f"{RESULTS}/logs/plots.log",
+        f"{RESULTS}/{registry.log_file('plots')}",
     threads: 1
     resources:
         mem_mb=2000,
@@ -51,12 +48,13 @@ rule plots:
 
 rule report:
     input:
-        manifest=f"{RESULTS}/aggregate/manifest.json",
-        plots=expand(f"{RESULTS}/plots/{{p}}.png", p=PLOTS),
+        manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",
+        plots=[f"{PLOTS_DIR}/{name}.png" for name in registry.FIGURES],
+        captions=[os.path.join(workflow.basedir, registry.CAPTIONS_DIR, f.caption) for f in registry.FIGURES.values()],
     output:
         report(REPORT_HTML, caption="../report/report.rst", category="Report"),
     log:
-        f"{RESULTS}/logs/report.log",
+        f"{RESULTS}/{registry.log_file('report')}",
     threads: 1
     resources:
         mem_mb=2000,
@@ -64,6 +62,7 @@ rule report:
     params:
         aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
         plots_dir=lambda wildcards, input: subpath(input.plots[0], parent=True),
+        captions_dir=lambda wildcards, input: subpath(input.captions[0], parent=True),
     shell:
         "accelbench report --aggregate-dir {params.aggregate_dir:q} --plots-dir {params.plots_dir:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --captions-dir {params.captions_dir:q} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,303 @@
+"""What every backend must say about itself, and the defaults most of them share.
+
+A *backend* is a kind of device PyTorch drives (the CPU, NVIDIA CUDA, AMD ROCm, Apple MPS, XLA/TPU,
+Intel XPU). Everything that differs between kinds lives in one subclass of ``Backend`` per kind, in
+the spirit of mamf-finder's ``CudaLikeArch``/``NVIDIAArch``: how to list the devices, how to wait for
+them, which dtypes they multiply, which low-precision dtype AMP uses and whether it needs a
+GradScaler, how memory is counted, what the datasheet peak is, which collective library and which
+telemetry source they have. The stages ask a backend object and never compare kind strings.
+
+Each backend takes the ``torch`` module (and ``torch_xla`` where it matters) as constructor
+arguments, so the CUDA, ROCm, MPS, XLA and XPU paths - which cannot run on a CPU-only machine - are
+unit-tested with fake modules. Those paths are **untested on hardware**.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import os
+import timeit
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from . import peaks
+
+# The matmul dtypes a sweep may ask for (the schema's ``dtype`` enum says the same).
+DTYPES = peaks.DTYPES
+FP8 = "float8_e4m3fn"
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend was requested but this machine (or this torch build) does not have it."""
+
+
+@dataclass(frozen=True)
+class AmpPolicy:
+    """How AMP runs on one backend: autocast's device_type and dtype, and whether a GradScaler is needed."""
+
+    device_type: str
+    dtype: str  # "float16" or "bfloat16"
+    use_scaler: bool
+
+    def scaler(self, torch):
+        """``torch.amp.GradScaler(device_type)`` when fp16 needs loss scaling, else None."""
+        if not self.use_scaler:
+            return None
+        return torch.amp.GradScaler(self.device_type)
+
+
+AMP_DTYPES = ("bfloat16", "float16")
+
+
+def proc_status_bytes(field: str, path: str = "/proc/self/status") -> int | None:
+    """A ``kB`` field of /proc/self/status (VmHWM, VmRSS) in bytes, or None where there is none."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class Backend:
+    """One kind of device. Subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]                 # config/CLI name: cpu, cuda, rocm, mps, xla, xpu
+    device_type: ClassVar[str]          # torch device type of its devices (rocm's GPUs are "cuda")
+    title: ClassVar[str]                # for people: "NVIDIA CUDA"
+    is_accelerator: ClassVar[bool] = True   # a device beside the host: host<->device copies, compared with the CPU
+    needs_gpu_resource: ClassVar[bool] = False  # a scheduler must grant it a GPU (SLURM --gpus, gpu=1)
+    has_image: ClassVar[bool] = False   # containers/<name>/Containerfile exists
+    amp_default_dtype: ClassVar[str] = "float16"
+    collective: ClassVar[str | None] = None  # torch.distributed backend for several ranks
+    telemetry: ClassVar[str | None] = None   # where clocks, power and temperature are read
+    default_cache_bytes: ClassVar[int] = 64 * 1024 ** 2  # last-level cache when the device does not say
+    host_threads: ClassVar[int | None] = 1   # threads a stage of this backend needs (None: the CPU cores granted)
+    install_hint: ClassVar[str] = ""
+
+    def __init__(self, torch=None, xla=None, import_module: Callable = importlib.import_module):
+        self._torch = torch
+        self._xla = xla
+        self._import = import_module
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"
+
+    # ---- modules ----------------------------------------------------------------------------------
+    @property
+    def torch(self):
+        if self._torch is None:
+            import torch  # noqa: PLC0415 (deliberately lazy: the registry of names must import without torch)
+
+            self._torch = torch
+        return self._torch
+
+    # ---- devices ----------------------------------------------------------------------------------
+    def devices(self) -> list[str]:
+        """Every visible device as torch device strings, in index order; BackendUnavailable when none."""
+        raise NotImplementedError
+
+    def owns(self, device: str) -> bool:
+        """Whether ``device`` (a torch device string) is one of this backend's kind."""
+        return device.split(":")[0] == self.device_type
+
+    def probe(self) -> dict:
+        """This backend's entry in devices.json: ``present``, ``devices`` (dicts with at least
+        ``device`` and ``name``), and ``reason`` when absent. Never raises for an absent backend."""
+        try:
+            devices = self.devices()
+        except BackendUnavailable as exc:
+            return {"present": False, "devices": [], "reason": str(exc)}
+        return {"present": True, "devices": [self.device_info(d) for d in devices]}
+
+    def device_info(self, device: str) -> dict:
+        """What the stages need about one device: always ``device`` and ``name``; more where known
+        (what ``peaks`` reads: SMs/CUs, architecture, CPU flags and clock)."""
+        return {"device": device, "name": device}
+
+    def peak_info(self, entry: dict) -> dict:
+        """What the peak of a device listed by ``probe`` is computed from (the entry itself, by default)."""
+        return entry
+
+    # ---- waiting for the device -------------------------------------------------------------------
+    def synchronize(self, device: str) -> None:
+        """Return only when all work queued on ``device`` has finished."""
+
+    def synchronizer(self, device: str) -> Callable[[], None]:
+        return lambda: self.synchronize(device)
+
+    def synced_timer(self, device: str) -> Callable[[], float]:
+        """A ``timer`` for ``torch.utils.benchmark.Timer``: waits for the device, then reads the clock.
+
+        torch.utils.benchmark's own default syncs ``torch.accelerator`` (the *current* device only,
+        and never XLA); passing this makes every device measured from the moment its work finished."""
+        sync = self.synchronizer(device)
+
+        def _timer() -> float:
+            sync()
+            return timeit.default_timer()
+
+        return _timer
+
+    def graph_cut(self) -> Callable[[], None] | None:
+        """For lazy backends (XLA): a call that cuts the traced graph after each timed op, so a block
+        of calls executes every one of them. None for eager backends."""
+        return None
+
+    def device_scope(self, device: str):
+        """A context in which ``device`` is the current device of its kind (CUDA's ``torch.cuda.device``)."""
+        return contextlib.nullcontext()
+
+    # ---- precision --------------------------------------------------------------------------------
+    def tf32_available(self, info: dict | None = None) -> str | None:
+        """None when float32 matmuls may run as TF32 here; else why not (one line)."""
+        return f"tf32 is an NVIDIA tensor-core mode (torch.backends.cuda.matmul.allow_tf32); not on {self.name}"
+
+    @contextlib.contextmanager
+    def float32_math(self, tf32: bool):
+        """float32 math for one measurement or trial; the previous settings are restored afterwards.
+
+        - strict (``tf32=False``), on every backend: matmul precision "highest" (on the CPU a lower
+          setting lets oneDNN compute float32 products in bf16) and TF32 off in cuBLAS and cuDNN;
+        - ``tf32=True``: TF32 allowed in cuBLAS and cuDNN, where ``tf32_available`` says so. Elsewhere
+          (ROCm builds expose the same flags) strict math is kept.
+
+        Yields whether TF32 is in effect: what a row records as ``allow_tf32``. Only PyTorch's
+        long-standing switches are used: mixing them with the newer ``fp32_precision`` API in one
+        process makes torch raise.
+        """
+        torch = self.torch
+        matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+        before = (torch.get_float32_matmul_precision(), matmul.allow_tf32, cudnn.allow_tf32)
+        use_tf32 = bool(tf32) and self.tf32_available() is None
+        try:
+            if not use_tf32:
+                torch.set_float32_matmul_precision("highest")
+                self.strict_float32()
+            matmul.allow_tf32 = cudnn.allow_tf32 = use_tf32
+            yield use_tf32
+        finally:  # the flags first: setting allow_tf32 also resets the precision ("medium" would become "high")
+            matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
+            torch.set_float32_matmul_precision(before[0])
+
+    def strict_float32(self) -> None:
+        """Anything beyond torch's matmul precision a backend needs for IEEE float32 products."""
+
+    def fp8_support(self, info: dict) -> str | None:
+        """None when fp8 products (``torch._scaled_mm``) run on this device; else why not."""
+        return f"torch._scaled_mm has no {self.name} kernel"
+
+    def fp8_dtype(self, info: dict) -> str:
+        """The torch fp8 dtype this device multiplies (``float8_e4m3fn`` on most)."""
+        return FP8
+
+    def dtype_support(self, dtype: str, info: dict | None = None) -> str | None:
+        """None when ``dtype`` can be measured on the device ``info`` describes; else the reason (one line)."""
+        info = info or {}
+        if dtype not in DTYPES:
+            return f"dtype {dtype!r} unknown; allowed: {', '.join(DTYPES)}"
+        if dtype == "tf32":
+            return self.tf32_available(info)
+        if dtype == FP8:
+            if not hasattr(self.torch, "_scaled_mm"):
+                return "this torch has no torch._scaled_mm"
+            return self.fp8_support(info)
+        return None
+
+    def amp_policy(self, requested: str = "auto") -> AmpPolicy:
+        """The AMP mode here: autocast device type, low-precision dtype, GradScaler or not.
+
+        fp16 has a narrow exponent range, so small gradients underflow: it needs loss scaling
+        (``torch.amp.GradScaler``), wherever it runs. bf16 keeps fp32's exponent range and does not.
+        """
+        dtype = self.amp_default_dtype if requested == "auto" else requested
+        if dtype not in AMP_DTYPES:
+            raise ValueError(f"amp.dtype: unknown {requested!r}; allowed: auto, {', '.join(AMP_DTYPES)}")
+        return AmpPolicy(device_type=self.device_type, dtype=dtype, use_scaler=(dtype == "float16"))
+
+    def amp_support(self, policy: AmpPolicy) -> str | None:
+        """None when this torch can train with ``policy`` here; else why not (version floors)."""
+        return None
+
+    def amp_note(self, info: dict, dtype: str) -> str:
+        """A sentence for the AMP summary when this device computes ``dtype`` slowly (emulated); else ""."""
+        return ""
+
+    # ---- memory -----------------------------------------------------------------------------------
+    def reset_peak_memory(self, device: str) -> bool:
+        """Start a fresh peak for ``device``; True when the peak that follows is per trial."""
+        return False
+
+    def peak_memory(self, device: str, per_trial: bool = True) -> tuple[float, str]:
+        """(bytes, mem_kind) after a trial; (NaN, "none") where nothing is counted."""
+        return math.nan, "none"
+
+    def free_bytes(self, device: str) -> int:
+        """Memory free for new tensors on ``device`` (bounds the inputs a sweep allocates)."""
+        return 4 * 1024 ** 3
+
+    def memory_capacity(self, device: str) -> int | None:
+        """Total memory of ``device`` in bytes, where known."""
+        return None
+
+    def empty_cache(self, device: str) -> None:
+        """Give cached blocks back to the device (after an OOM, before a trial)."""
+
+    def cache_bytes(self, device: str, info: dict | None = None) -> int:
+        """The last-level cache a rotation of inputs must overflow to keep operands cache-cold."""
+        return self.default_cache_bytes
+
+    def reference_device(self, device: str) -> str:
+        """Where float64 reference products are computed (devices without fast float64: the CPU)."""
+        return "cpu"
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the device ran out of memory."""
+        oom_type = getattr(self.torch, "OutOfMemoryError", None)
+        if (oom_type is not None and isinstance(exc, oom_type)) or isinstance(exc, MemoryError):
+            return True
+        msg = str(exc).lower()
+        return "out of memory" in msg or "can't allocate memory" in msg or "failed to allocate" in msg
+
+    # ---- peaks ------------------------------------------------------------------------------------
+    def peak_tflops(self, info: dict, dtype: str, threads: int | None = None,
+                    overrides: dict | None = None) -> tuple[float | None, str]:
+        """Theoretical peak TFLOP/s of the device ``info`` describes for ``dtype``, and its source.
+
+        ``overrides`` is the config's ``matmul.peak_tflops`` ({backend: {dtype: TFLOP/s}}) and wins.
+        """
+        override = ((overrides or {}).get(self.name) or {}).get(dtype)
+        if override is not None:
+            return float(override), f"config matmul.peak_tflops.{self.name}.{dtype} = {override}"
+        if dtype not in DTYPES:
+            return None, f"dtype: unknown {dtype!r}; allowed: {', '.join(DTYPES)}"
+        return self.table_peak(info, dtype, threads)
+
+    def table_peak(self, info: dict, dtype: str, threads: int | None) -> tuple[float | None, str]:
+        return peaks.gpu_peak(info, dtype)
+
+    def peak_is_bound(self, info: dict, overridden: bool) -> bool:
+        """Whether the peak is a true upper bound (above it a point is ``invalid``)."""
+        return True
+
+    # ---- host <-> device copies -------------------------------------------------------------------
+    def pinned_memory_support(self) -> str | None:
+        """None when host memory can be pinned for copies to this device; else why not."""
+        return None
+
+    # ---- containers -------------------------------------------------------------------------------
+    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = ()) -> list[str]:
+        """``docker|podman run`` arguments that give a container this backend's devices."""
+        return []
+
+    def visible_devices_variable(self) -> str | None:
+        """The environment variable that hides devices of this kind from a process."""
+        return None
+
+    def visible_devices(self) -> str | None:
+        var = self.visible_devices_variable()
+        return os.environ.get(var) if var else None

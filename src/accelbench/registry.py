@@ -1,0 +1,259 @@
+"""The pipeline's names in one place: its stages, the tables they write, the figures, and every file name.
+
+The Snakemake rules, ``accelbench aggregate``, the plots, the report and the tests all read this module;
+adding a stage is one ``Stage`` entry (plus its tables and figures) here, its module under ``stages/``
+and a caption under ``workflow/report/``.
+
+Where a number comes from: a figure (``FIGURES``) draws one or more aggregated tables; an aggregated
+table (``TABLES``) is every run's per-backend file of that table, written by its ``stage``; the
+stage's module (``Stage.module``) measures it. Columns listed in a table's ``columns`` are the README's
+contract: every file has them (``aggregate`` refuses a file that lacks one, except a column in
+``added``, which files written before it existed may lack: their rows get its default).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import backends
+
+# ---------------------------------------------------------------------------------------------------------
+# Columns shared by every table a stage writes
+# ---------------------------------------------------------------------------------------------------------
+
+PROVENANCE = (
+    "run_id", "host", "accelbench_version", "git_commit", "torch_version", "cuda_version",
+    "hip_version", "container_image", "config_hash", "method_version",
+)
+DEVICE = ("backend", "device", "device_name")
+# How the stage warmed its device in its own process before measuring it (measure.stability).
+DEVICE_WARMUP = ("device_warmup_s", "device_warmup_calls", "device_warmup_status")
+# Documented columns added after files without them were written, and the value such files mean.
+ADDED_COLUMNS = {"method_version": 0, "device_warmup_s": None, "device_warmup_calls": None,
+                 "device_warmup_status": None}
+
+MATMUL_STATUSES = (
+    "ok", "unstable", "invalid", "wrong_result", "skipped_budget", "oom", "unsupported", "error", "absent",
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One tidy table: written per run and backend by ``stage`` (``file``), gathered over every run by
+    ``accelbench aggregate`` into ``aggregate/<name>.csv``."""
+
+    name: str
+    stage: str
+    file: str | None            # per-run file name, with {backend}; None: made by aggregate itself
+    columns: tuple[str, ...]    # documented: the README's contract, in order
+    extra: tuple[str, ...] = ()  # written after them, beyond the contract
+    numeric: tuple[str, ...] = ()  # aggregate checks these hold numbers
+
+    @property
+    def all_columns(self) -> list[str]:
+        return [*self.columns, *self.extra]
+
+    def filename(self, backend: str) -> str:
+        return self.file.format(backend=backend)
+
+    @property
+    def pattern(self) -> re.Pattern:
+        head, _, tail = self.file.partition("{backend}")
+        return re.compile(f"^{re.escape(head)}(?P<backend>[a-z0-9]+){re.escape(tail)}$")
+
+    @property
+    def added(self) -> dict:
+        return {c: v for c, v in ADDED_COLUMNS.items() if c in self.columns}
+
+
+def _cols(*parts) -> tuple[str, ...]:
+    return tuple(c for part in parts for c in part)
+
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table("runs", "aggregate", None, (
+        "run_id", "run_dir", "host", "timestamp_utc", "accelbench_version", "git_commit", "config_hash",
+        "python_version", "torch_version", "cuda_version", "hip_version", "container_image", "cpu_model",
+        "backends_requested", "backends_present", "threads", "complete", "config_json", "env_json",
+        "packages_json", "cpu_json")),
+    Table("devices", "aggregate", None, ("run_id", "host", "backend", "present", "reason", "device", "device_name")),
+    Table("warmup", "warmup", "warmup_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, ("iter", "iter_s", "cold_s", "warm_s", "stable_at_iter", "threads", "status")),
+          extra=("n", "status_detail"),
+          numeric=("iter", "iter_s", "cold_s", "warm_s", "stable_at_iter", "threads")),
+    Table("matmul", "matmul", "matmul_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "dtype", "n", "flops", "threads", "allow_tf32", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
+              "repeats", "tflops", "peak_tflops", "peak_source", "pct_of_peak", "rel_error", "rel_error_max",
+              "status", "flags", "status_detail"), DEVICE_WARMUP),
+          extra=("blocks", "input_sets", "predicted_s"),
+          numeric=("n", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats", "tflops",
+                   "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max")),
+    Table("transfer", "transfer", "transfer_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, ("direction", "memory", "size_bytes", "median_s", "iqr_s", "repeats", "gbps",
+                                     "status"), DEVICE_WARMUP),
+          extra=("ci95_low_s", "ci95_high_s", "blocks", "status_detail"),
+          numeric=("size_bytes", "median_s", "iqr_s", "repeats", "gbps")),
+    Table("amp_steps", "amp", "amp_{backend}_steps.csv",
+          _cols(PROVENANCE, DEVICE, ("workload", "mode", "seed", "step", "loss", "step_s", "scale", "skipped",
+                                     "status"), DEVICE_WARMUP),
+          extra=("warmup", "status_detail"),
+          numeric=("seed", "step", "loss", "step_s", "scale")),
+    Table("amp_trials", "amp", "amp_{backend}_trials.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "workload", "mode", "seed", "amp_dtype", "step_median_s", "samples_per_s", "peak_mem_bytes",
+              "mem_kind", "final_loss", "test_acc", "skipped_steps", "final_scale", "threads", "status"),
+              DEVICE_WARMUP),
+          extra=("allow_tf32", "steps", "warmup_steps", "batch_size", "step_iqr_s", "first_loss", "test_loss",
+                 "majority_acc", "status_detail"),
+          numeric=("seed", "step_median_s", "samples_per_s", "peak_mem_bytes", "final_loss", "test_acc",
+                   "skipped_steps", "final_scale", "threads")),
+    Table("amp_summary", "amp", "amp_{backend}_summary.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "workload", "mode", "baseline", "trials", "step_s_mean", "speedup", "speedup_ci95_low",
+              "speedup_ci95_high", "test_acc_mean", "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high", "faster",
+              "accuracy_parity", "verdict", "note")),
+          extra=("amp_dtype", "baseline_step_s_mean", "baseline_test_acc_mean", "accuracy_tolerance", "status"),
+          numeric=("trials", "step_s_mean", "speedup", "speedup_ci95_low", "speedup_ci95_high", "test_acc_mean",
+                   "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high")),
+)}
+# the tables written per run (the others are made by aggregate from run.json and devices.json)
+RUN_TABLES = tuple(name for name, t in TABLES.items() if t.file)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Stages
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Stage:
+    """One ``accelbench`` subcommand; for pipeline stages also one Snakemake rule (``rule``).
+
+    ``kind``: ``run`` (once per run), ``device`` (one job per backend, measuring every device of it, in
+    the backend's image), ``report`` (over every run under results/), ``tool`` (not a rule).
+    ``method_version``: bumped whenever the way a device stage measures changes, so a comparison across
+    runs can tell a changed method from a changed machine (as mamf-finder's ``benchmark_version``).
+    """
+
+    name: str
+    module: str
+    help: str
+    kind: str
+    tables: tuple[str, ...] = ()
+    accelerators_only: bool = False
+    method_version: int | None = None
+    checkpoint: bool = False
+    mem_mb: int = 2000
+    runtime_min: int = 10
+
+    @property
+    def rule(self) -> str:
+        return self.name.replace("-", "_")
+
+    def applies_to(self, backend: str) -> bool:
+        return not self.accelerators_only or backends.is_accelerator(backend)
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("run-info", "accelbench.run.runinfo",
+          "check the config and write results/<run>/run.json (config, hash, commit)", "run", mem_mb=500, runtime_min=5),
+    Stage("detect", "accelbench.stages.detect", "detect every backend and device; write devices.json", "run"),
+    # device stages, in the order they run on one backend (each after the one before: never two at once)
+    Stage("warmup", "accelbench.stages.warmup", "cold vs warm: repeat a fixed workload until its time is stable",
+          "device", tables=("warmup",), method_version=1, mem_mb=4000, runtime_min=15),
+    Stage("matmul", "accelbench.stages.matmul",
+          "matrix-multiplication sweep over sizes x dtypes on every device of a backend", "device",
+          tables=("matmul",), method_version=1, checkpoint=True, mem_mb=16000, runtime_min=60),
+    Stage("transfer", "accelbench.stages.transfer", "host<->device copy bandwidth (pageable and pinned)", "device",
+          tables=("transfer",), accelerators_only=True, method_version=1, mem_mb=8000, runtime_min=15),
+    Stage("amp", "accelbench.stages.amp", "AMP vs FP32 training trials", "device",
+          tables=("amp_steps", "amp_trials", "amp_summary"), method_version=1, checkpoint=True, mem_mb=8000,
+          runtime_min=60),
+    Stage("aggregate", "accelbench.reporting.aggregate", "gather every run's CSVs under results/ into tidy tables",
+          "report"),
+    Stage("plots", "accelbench.reporting.plots", "seaborn figures (PNG and SVG) from the aggregated tables", "report"),
+    Stage("report", "accelbench.reporting.html", "one self-contained HTML report", "report"),
+    Stage("container", "accelbench.run.containers", "container argv and image builds for docker/podman", "tool"),
+)}
+DEVICE_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES.values() if s.kind == "device")
+
+
+def method_version(stage: str) -> int:
+    return STAGES[stage].method_version or 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report, saved as ``plots/<name>.png`` and ``.svg``. Its text is its Snakemake
+    report caption, ``workflow/report/<name>.rst`` (the one source: the HTML report shows its first
+    paragraph)."""
+
+    name: str
+    tables: tuple[str, ...]
+    category: str = "Plots"
+
+    @property
+    def caption(self) -> str:
+        return f"{self.name}.rst"
+
+
+FIGURES: dict[str, Figure] = {f.name: f for f in (
+    Figure("matmul_tflops", ("matmul",)),
+    Figure("matmul_pct_of_peak", ("matmul",)),
+    Figure("speedup", ("matmul",)),
+    Figure("warmup", ("warmup",)),
+    Figure("transfer", ("transfer",)),
+    Figure("amp_step_time", ("amp_trials", "amp_summary")),
+    Figure("amp_loss", ("amp_steps",)),
+)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------------------
+
+RESULTS = "results"
+RUN_FILE = "run.json"
+DEVICES_FILE = "devices.json"
+AGGREGATE_DIR = "aggregate"
+MANIFEST = "manifest.json"
+PLOTS_DIR = "plots"
+REPORT_HTML = "report.html"
+CAPTIONS_DIR = "workflow/report"
+
+
+def stage_files(stage: Stage, backend: str) -> list[str]:
+    """The file names (in a run folder) that ``stage`` writes for ``backend``."""
+    return [TABLES[t].filename(backend) for t in stage.tables] if stage.applies_to(backend) else []
+
+
+def run_files(config_backends) -> list[str]:
+    """Every per-backend file a finished run with these backends has (what the Snakefile declares)."""
+    return [name for b in config_backends for s in DEVICE_STAGES for name in stage_files(s, b)]
+
+
+def checkpoint_file(stage: str, backend: str) -> str:
+    return f"checkpoints/{stage}_{backend}.jsonl"
+
+
+def log_file(stage: str, backend: str | None = None) -> str:
+    return f"logs/{stage}_{backend}.log" if backend else f"logs/{stage}.log"
+
+
+def table_of(filename: str) -> str | None:
+    """The table a per-run file belongs to (``matmul_cuda.csv`` -> matmul), or None."""
+    for name in RUN_TABLES:
+        if TABLES[name].pattern.match(filename):
+            return name
+    return None
+
+
+def previous_device_stage(stage: Stage, backend: str) -> Stage | None:
+    """The device stage that runs on ``backend`` just before ``stage`` (device stages never overlap)."""
+    before = [s for s in DEVICE_STAGES[: DEVICE_STAGES.index(stage)] if s.applies_to(backend)]
+    return before[-1] if before else None

@@ -1,0 +1,403 @@
+"""Gather every run under ``results/`` into tidy tables, and refuse to pass on half the data.
+
+A run folder is any folder holding a ``run.json``. Every CSV a run should have (from the backends
+its config lists) is read and checked before anything is written:
+
+* the file exists and is not empty;
+* it is UTF-8 text without NUL bytes and ends with a line end (the stages write atomically, so a
+  missing final newline means a copy or a kill cut the file short);
+* every line has as many fields as the header (a ragged line is a truncated or spliced file);
+* every documented column (README, "Where results land"; ``registry.TABLES``) is present (a column
+  added in a later version may be missing from older files: it is filled with what such a file means,
+  ``registry.ADDED_COLUMNS``, and a warning names the file);
+* numeric columns hold numbers;
+* a matmul file has a row for every configured size of every (device, dtype) it lists, an AMP trials
+  file a trial for every configured seed and workload, an AMP summary every workload (one row per
+  point whatever its status, so most files cut at a line boundary are still caught; warm-up and
+  AMP step files cut exactly at a line end are not detectable).
+
+Every problem names its file. The tables are written either way (so the data can be inspected),
+together with ``manifest.json``; when a problem was found the manifest says ``"complete": false``
+and the command exits 1 unless ``--allow-incomplete`` was given, in which case the report carries
+a banner naming the files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from .. import __version__, registry
+from ..run.io import atomic_write_csv, atomic_write_json
+
+TABLES = list(registry.TABLES)
+
+def expected_files(config: dict) -> list[str]:
+    """The CSVs a finished run with this config has (the Snakefile's per-backend outputs)."""
+    return registry.run_files(config.get("backends") or [])
+
+
+class Problems:
+    """Problems found while reading; each names the file it is about."""
+
+    def __init__(self):
+        self.items: list[dict] = []
+        self.warnings: list[dict] = []
+
+    def add(self, path: Path, kind: str, message: str, run_id: str | None = None) -> None:
+        self.items.append({"file": str(path), "run_id": run_id, "kind": kind, "message": message})
+
+    def warn(self, path: Path, kind: str, message: str, run_id: str | None = None) -> None:
+        self.warnings.append({"file": str(path), "run_id": run_id, "kind": kind, "message": message})
+
+
+def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | None):
+    """(rows that can be trusted as a DataFrame or None, whether the whole file was sound).
+
+    Problems are recorded with the file's name. A truncated or ragged line is left out and the
+    other rows kept (they are reported only with ``--allow-incomplete``); a file missing
+    documented columns, or unreadable, yields None.
+    """
+    spec = registry.TABLES[table]
+    raw = path.read_bytes()
+    if not raw.strip():
+        problems.add(path, "empty_file", "empty file (no header, no rows)", run_id)
+        return None, False
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.add(path, "corrupted", f"not UTF-8 text at byte {exc.start} (corrupted file?)", run_id)
+        return None, False
+    if "\x00" in text:
+        problems.add(path, "corrupted", "contains NUL bytes (corrupted file?)", run_id)
+        return None, False
+    ok = True
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        problems.add(path, "parse_error", f"CSV parse error: {exc}", run_id)
+        return None, False
+    header, body = rows[0], rows[1:]
+    if not text.endswith("\n"):
+        last = text.rsplit("\n", 1)[-1]
+        problems.add(path, "truncated", f"truncated: the last line ({last[:60]!r}) has no line end; left out",
+                     run_id)
+        body = body[:-1] if len(rows) > 1 else body
+        ok = False
+    ragged = [i for i, row in enumerate(body) if row and len(row) != len(header)]
+    if ragged:
+        lines = ", ".join(str(i + 2) for i in ragged[:5]) + (" ..." if len(ragged) > 5 else "")
+        problems.add(path, "ragged", f"row(s) {lines}: field count differs from the header's {len(header)} "
+                     "(truncated or corrupted line); left out", run_id)
+        ok = False
+    added = spec.added
+    missing = [c for c in spec.columns if c not in header and c not in added]
+    if missing:
+        problems.add(path, "missing_columns", f"missing documented column(s): {', '.join(missing)}", run_id)
+        return None, False
+    left_out = set(ragged)
+    good = [row for i, row in enumerate(body) if row and i not in left_out]
+    buf = io.StringIO()
+    csv.writer(buf).writerows([header, *good])
+    try:
+        df = pd.read_csv(io.StringIO(buf.getvalue()))
+    except Exception as exc:  # pandas' ParserError, EmptyDataError, ...
+        problems.add(path, "parse_error", f"CSV parse error: {str(exc).splitlines()[0]}", run_id)
+        return None, False
+    older = [c for c in added if c not in df.columns]
+    if older:
+        for c in older:
+            df[c] = added[c]
+        problems.warn(path, "older_file", f"written before column(s) {', '.join(older)} existed: filled with "
+                      f"{', '.join(f'{c}={added[c]!r}' for c in older)}", run_id)
+    for col in spec.numeric:
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = df[col].notna() & values.isna()
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            problems.add(path, "bad_value", f"column {col!r}: {df[col].iloc[i]!r} in data row {i + 1} is not a number",
+                         run_id)
+            ok = False
+        df[col] = values
+    if table == "matmul":
+        unknown = sorted(set(df["status"].dropna().astype(str)) - set(registry.MATMUL_STATUSES))
+        if unknown:
+            problems.warn(path, "unknown_status", f"status value(s) not in the documented list: {', '.join(unknown)}",
+                          run_id)
+    if run_id is not None:
+        other = sorted(set(df["run_id"].dropna().astype(str)) - {run_id})
+        if other:
+            problems.warn(path, "run_id_mismatch", f"rows with run_id {', '.join(other)} in the folder of run {run_id}",
+                          run_id)
+    return df, ok
+
+
+def check_matmul_points(df, config: dict, path: Path, problems: Problems, run_id: str) -> None:
+    """Every (device, dtype) in the file must have a row for every configured size."""
+    sizes = set((config.get("matmul") or {}).get("sizes") or [])
+    if df is None or df.empty or not sizes or not {"device", "dtype", "n"} <= set(df.columns):
+        return
+    for (device, dtype), group in df.groupby(["device", "dtype"], sort=True):
+        have = set(group["n"].dropna().astype(int))
+        lacking = sorted(sizes - have)
+        if lacking:
+            problems.add(path, "missing_points",
+                         f"{device} {dtype}: no row for n={', '.join(map(str, lacking))} (file cut short?)", run_id)
+
+
+def check_amp_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
+    """Trials: every (device, workload, mode) has every configured seed. Trials and summary: every device has
+    every configured workload, each with the same modes. (Catches files cut at a line boundary.)"""
+    amp = config.get("amp") or {}
+    seeds, workloads = set(amp.get("seeds") or []), set(amp.get("workloads") or [])
+    if df is None or df.empty:
+        return
+    for device, group in df.groupby("device", sort=True):
+        lacking = sorted(workloads - set(group["workload"].astype(str)))
+        if lacking:
+            problems.add(path, "missing_points", f"{device}: no row for workload(s) {', '.join(lacking)} "
+                         "(file cut short?)", run_id)
+        modes = set(group["mode"].astype(str))
+        for workload, wg in group.groupby("workload", sort=True):
+            missing_modes = sorted(modes - set(wg["mode"].astype(str)))
+            if missing_modes:
+                problems.add(path, "missing_points", f"{device} {workload}: no row for mode(s) "
+                             f"{', '.join(missing_modes)} that other workloads have (file cut short?)", run_id)
+    if table == "amp_trials" and seeds:
+        for (device, workload, mode), group in df.groupby(["device", "workload", "mode"], sort=True):
+            lacking = sorted(seeds - set(group["seed"].dropna().astype(int)))
+            if lacking:
+                problems.add(path, "missing_points", f"{device} {workload} {mode}: no trial for seed(s) "
+                             f"{', '.join(map(str, lacking))} (file cut short?)", run_id)
+
+
+def _flat(value):
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def device_rows(devices: dict, run_id: str) -> list[dict]:
+    """One row per device of every backend; a backend without devices gets one row with its reason."""
+    rows = []
+    host = devices.get("host", "")
+    for backend, info in (devices.get("backends") or {}).items():
+        info = info or {}
+        devs = info.get("devices") or []
+        base = {"run_id": run_id, "host": host, "backend": backend, "present": bool(info.get("present")),
+                "reason": info.get("reason") or ""}
+        # backend-wide facts (driver and runtime versions, ...) go on each of its rows
+        for k, v in info.items():
+            if k not in ("present", "reason", "devices") and not isinstance(v, (dict, list)) and v not in (None, ""):
+                base[k] = v
+        if not devs:
+            rows.append({**base, "device": "", "device_name": ""})
+        for d in devs:
+            row = dict(base)
+            for k, v in d.items():
+                row["device_name" if k == "name" else k] = _flat(v)
+            row.setdefault("device", "")
+            row.setdefault("device_name", "")
+            rows.append(row)
+    return rows
+
+
+def run_row(run_info: dict, devices: dict, run_dir: str, threads: str) -> dict:
+    config = run_info.get("config") or {}
+    cpu = devices.get("cpu") or {}
+    present = [b for b, info in (devices.get("backends") or {}).items() if (info or {}).get("present")]
+    return {
+        "run_id": run_info.get("run"),
+        "run_dir": run_dir,
+        "host": devices.get("host", ""),
+        "timestamp_utc": devices.get("timestamp_utc", ""),
+        "accelbench_version": run_info.get("accelbench_version") or devices.get("accelbench_version", ""),
+        "git_commit": run_info.get("git_commit") or devices.get("git_commit", ""),
+        "config_hash": run_info.get("config_hash", ""),
+        "python_version": devices.get("python_version", ""),
+        "torch_version": devices.get("torch_version", ""),
+        "cuda_version": devices.get("cuda_version", "") or "",
+        "hip_version": devices.get("hip_version", "") or "",
+        "container_image": devices.get("container_image", "") or "",
+        "cpu_model": cpu.get("model_name") or cpu.get("name") or cpu.get("model", ""),
+        "backends_requested": " ".join(config.get("backends") or []),
+        "backends_present": " ".join(present),
+        "threads": threads,
+        "complete": True,
+        "config_json": json.dumps(config, sort_keys=True),
+        "env_json": json.dumps(devices.get("env") or {}, sort_keys=True),
+        "packages_json": json.dumps(devices.get("packages") or {}, sort_keys=True),
+        "cpu_json": json.dumps(cpu, sort_keys=True, default=str),
+    }
+
+
+def _read_json(path: Path, problems: Problems, run_id: str | None) -> dict | None:
+    if not path.exists():
+        problems.add(path, "missing_file", "missing file (the run should have it)", run_id)
+        return None
+    try:
+        obj = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.add(path, "bad_json", f"not valid JSON ({exc})", run_id)
+        return None
+    if not isinstance(obj, dict):
+        problems.add(path, "bad_json", f"expected a JSON object, got {type(obj).__name__}", run_id)
+        return None
+    return obj
+
+
+def find_run_dirs(results: Path, out_dir: Path | None = None) -> list[Path]:
+    """Every folder under ``results`` holding a run.json (not the aggregate output, logs or checkpoints)."""
+    out = []
+    for run_json in sorted(results.rglob("run.json")):
+        d = run_json.parent
+        if out_dir is not None and (d.resolve() == out_dir.resolve() or out_dir.resolve() in d.resolve().parents):
+            continue
+        if {"checkpoints", "logs"} & set(d.relative_to(results).parts):
+            continue
+        out.append(d)
+    return out
+
+
+def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
+    """Read every run under ``results``: (tables as DataFrames, manifest)."""
+    results = Path(results)
+    problems = Problems()
+    frames: dict[str, list] = {t: [] for t in TABLES}
+    runs_manifest, files_read = [], []
+    seen_ids: dict[str, str] = {}
+
+    run_dirs = find_run_dirs(results, Path(out_dir) if out_dir else None) if results.is_dir() else []
+    if not results.is_dir():
+        problems.add(results, "missing_results", "the results folder does not exist")
+    elif not run_dirs:
+        problems.add(results, "no_runs", "no run folder (a folder with run.json) found")
+
+    for run_dir in run_dirs:
+        n_before = len(problems.items)
+        run_info = _read_json(run_dir / "run.json", problems, None)
+        if run_info is None:
+            runs_manifest.append({"run_id": None, "run_dir": str(run_dir), "files": [], "complete": False})
+            continue
+        run_id = str(run_info.get("run") or run_dir.name)
+        if run_id in seen_ids:
+            problems.add(run_dir / "run.json", "duplicate_run",
+                         f"run id {run_id!r} also used by {seen_ids[run_id]}: rename one run (config key 'run')",
+                         run_id)
+        seen_ids.setdefault(run_id, str(run_dir))
+        config = run_info.get("config") or {}
+        devices = _read_json(run_dir / "devices.json", problems, run_id) or {}
+        if devices:
+            # object dtype: device facts keep their own form ("9.0" stays a string, 16 an integer)
+            frames["devices"].append(pd.DataFrame(device_rows(devices, run_id), dtype=object))
+            if devices.get("config_hash") and devices.get("config_hash") != run_info.get("config_hash"):
+                problems.warn(run_dir / "devices.json", "config_hash_mismatch",
+                              f"config_hash {devices.get('config_hash')} differs from run.json's "
+                              f"{run_info.get('config_hash')}", run_id)
+
+        present = sorted(p.name for p in run_dir.glob("*.csv"))
+        for name in expected_files(config):
+            if name not in present:
+                problems.add(run_dir / name, "missing_file", "missing file (the run's config lists its backend)",
+                             run_id)
+        run_files, threads = [], {}
+        for name in present:
+            path = run_dir / name
+            table = registry.table_of(name)
+            if table is None:
+                problems.warn(path, "unknown_file", "not a documented result file; not read", run_id)
+                continue
+            df, sound = read_checked_csv(path, table, problems, run_id)
+            if table == "matmul" and sound:
+                check_matmul_points(df, config, path, problems, run_id)
+            if table in ("amp_trials", "amp_summary") and sound:
+                check_amp_points(df, table, config, path, problems, run_id)
+            rows = 0 if df is None else len(df)
+            files_read.append({"file": str(path), "run_id": run_id, "table": table, "rows": rows,
+                               "ok": sound})
+            run_files.append(str(path))
+            if df is None or df.empty:
+                continue
+            df = df.copy()
+            df["source_file"] = str(path)
+            if "run_id" not in df.columns or df["run_id"].isna().all():
+                df["run_id"] = run_id
+            frames[table].append(df)
+            if "threads" in df.columns and "backend" in df.columns and table in ("matmul", "warmup"):
+                for b, t in df.groupby("backend")["threads"]:
+                    vals = sorted(set(int(x) for x in t.dropna()))
+                    if vals:
+                        threads[b] = "/".join(map(str, vals))
+        complete = len(problems.items) == n_before
+        threads_text = ", ".join(f"{b}: {t}" for b, t in sorted(threads.items()))
+        row = run_row(run_info, devices, str(run_dir), threads_text)
+        row["complete"] = complete
+        frames["runs"].append(pd.DataFrame([row]))
+        runs_manifest.append({"run_id": run_id, "run_dir": str(run_dir), "files": run_files,
+                              "complete": complete, "config_hash": run_info.get("config_hash"),
+                              "git_commit": run_info.get("git_commit")})
+
+    tables = {}
+    for table in TABLES:
+        spec = registry.TABLES[table]
+        base = list(spec.columns) + (["source_file"] if spec.file else [])
+        parts = [f for f in frames[table] if not f.empty]
+        df = pd.concat(parts, ignore_index=True, sort=False) if parts else pd.DataFrame(columns=base)
+        extra = [c for c in df.columns if c not in base]
+        tables[table] = df.reindex(columns=base + extra)
+
+    manifest = {
+        "complete": not problems.items,
+        "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "accelbench_version": __version__,
+        "results_dir": str(results),
+        "runs": runs_manifest,
+        "files_read": files_read,
+        "problems": problems.items,
+        "warnings": problems.warnings,
+        "tables": {t: {"file": f"{t}.csv", "rows": int(len(df))} for t, df in tables.items()},
+    }
+    return tables, manifest
+
+
+def write(tables: dict, manifest: dict, out_dir: Path) -> None:
+    out_dir = Path(out_dir)
+    for table, df in tables.items():
+        atomic_write_csv(out_dir / f"{table}.csv", df)
+    atomic_write_json(out_dir / "manifest.json", manifest)  # last: its presence means the tables are there
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--results", default="results", help="folder holding one folder per run (default: results)")
+    p.add_argument("--out-dir", default=None, help="where the tables and manifest.json go (default: RESULTS/aggregate)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="exit 0 even when files are missing or corrupt (the manifest and report still say so)")
+
+
+def cli(args) -> int:
+    results = Path(args.results)
+    out_dir = Path(args.out_dir) if args.out_dir else results / "aggregate"
+    tables, manifest = aggregate(results, out_dir)
+    manifest["allow_incomplete"] = bool(args.allow_incomplete)
+    write(tables, manifest, out_dir)
+    n_runs = len(manifest["runs"])
+    print(f"accelbench aggregate: {n_runs} run(s), {len(manifest['files_read'])} file(s) -> {out_dir}")
+    for w in manifest["warnings"]:
+        print(f"accelbench aggregate: warning: {w['file']}: {w['message']}", file=sys.stderr)
+    if manifest["complete"]:
+        return 0
+    for p in manifest["problems"]:
+        print(f"accelbench aggregate: {p['file']}: {p['message']}", file=sys.stderr)
+    if args.allow_incomplete:
+        print(f"accelbench aggregate: {len(manifest['problems'])} problem(s); continuing (--allow-incomplete): "
+              "the report will carry a warning", file=sys.stderr)
+        return 0
+    print(f"accelbench aggregate: {len(manifest['problems'])} problem(s): data incomplete; fix or remove the files "
+          "named above, or pass --allow-incomplete to report what is there", file=sys.stderr)
+    return 1

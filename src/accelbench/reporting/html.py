@@ -1,0 +1,461 @@
+"""One self-contained HTML report from the aggregated tables and the figures.
+
+The page needs nothing but itself: figures are inlined as base64 PNG, the CSS is in a <style>
+element, there is no script, no web font and no link to anything outside the page, so it can be
+mailed, archived as a CI artifact, or opened offline and looks the same.
+
+Each figure's text is the lead paragraph of its Snakemake report caption (``workflow/report/<figure>.rst``,
+``registry.Figure``): one source for both reports.
+
+Order of the page: the summary first (per device the best trustworthy TFLOP/s per dtype and its %
+of peak, the CPU-to-accelerator speedup per size, the AMP speedup and accuracy verdict), then the
+runs and their environment side by side, the figures, and every measured point with flagged ones
+marked in colour and words. When the manifest says the data are incomplete, a banner at the top
+names the files.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
+
+from .. import __version__, backends, registry
+from ..run.io import atomic_write_text
+from ..run.provenance import CHECKOUT
+from . import tables as S
+
+def caption(captions_dir: Path | None, name: str) -> dict:
+    """A figure's text: the lead paragraph of its Snakemake report caption (``registry.Figure.caption``),
+    as plain text (for ``alt``) and as HTML (inline ``code``, bold and italics kept)."""
+    path = Path(captions_dir) / registry.FIGURES[name].caption if captions_dir else None
+    text = path.read_text(encoding="utf-8") if path and path.is_file() else ""
+    lead = " ".join(text.strip().split("\n\n")[0].split())
+    plain = re.sub(r"\*\*(.+?)\*\*|\*(.+?)\*|``(.+?)``", lambda m: next(g for g in m.groups() if g), lead)
+    html = str(escape(lead))
+    html = re.sub(r"``(.+?)``", r"<code>\1</code>", html)
+    html = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html)
+    html = re.sub(r"\*(.+?)\*", r"<i>\1</i>", html)
+    return {"text": plain, "html": Markup(html)}
+
+
+def default_captions_dir() -> Path | None:
+    """``workflow/report`` of the working folder, else of the checkout this package runs from."""
+    for base in (Path.cwd(), CHECKOUT):
+        if (base / registry.CAPTIONS_DIR).is_dir():
+            return base / registry.CAPTIONS_DIR
+    return None
+
+
+def _read_csv(path: Path):
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path)
+
+
+def _records(df, cols=None) -> list[dict]:
+    if df is None or df.empty:
+        return []
+    df = df[cols] if cols else df
+    return [{k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in row.items()}
+            for row in df.to_dict("records")]
+
+
+def image_data_uri(path: Path) -> str | None:
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _config_text(config_json) -> str:
+    try:
+        return yaml.safe_dump(json.loads(config_json), sort_keys=False, default_flow_style=None, width=100)
+    except Exception:
+        return str(config_json)
+
+
+def summary_best(tables, series) -> dict:
+    best = S.best_tflops(tables["matmul"])
+    measured_any = S.measured(tables["matmul"])
+    dtypes = S.dtype_sorted(list(measured_any["dtype"]) if not measured_any.empty else [])
+    rows = []
+    for _, s in series.iterrows():
+        b = best[(best["run_id"] == s["run_id"]) & (best["device"] == s["device"])]
+        m = measured_any[(measured_any["run_id"] == s["run_id"]) & (measured_any["device"] == s["device"])] \
+            if not measured_any.empty else measured_any
+        if b.empty and m.empty:
+            continue
+        cells = []
+        for dtype in dtypes:
+            r = b[b["dtype"] == dtype]
+            if r.empty:
+                cells.append({"dtype": dtype, "tflops": None})
+                continue
+            r = r.iloc[0]
+            cells.append({"dtype": dtype, "tflops": float(r["tflops"]), "tflops_text": S.fmt_num(r["tflops"]),
+                          "pct": None if r["pct_of_peak"] != r["pct_of_peak"] else float(r["pct_of_peak"]),
+                          "pct_text": S.fmt_num(r["pct_of_peak"], 2) if r["pct_of_peak"] == r["pct_of_peak"] else "",
+                          "peak": r["peak_tflops"], "n": int(r["n"]), "status": r["status"]})
+        rows.append({"label": s["label"], "device_label": s["device_label"], "color": s["color"],
+                     "run_id": s["run_id"], "backend": s["backend"], "device": s["device"],
+                     "device_name": s["device_name"], "cells": cells})
+    return {"dtypes": dtypes, "dtype_labels": [S.DTYPE_LABEL.get(d, d) for d in dtypes], "rows": rows}
+
+
+def summary_speedup(tables, series) -> dict:
+    sp = S.cpu_speedup(tables["matmul"])
+    accel = S.accelerator_devices(tables["matmul"])
+    blocks = []
+    for _, s in series.iterrows():
+        g = sp[(sp["run_id"] == s["run_id"]) & (sp["device"] == s["device"])]
+        if g.empty:
+            continue
+        sizes = sorted(set(int(n) for n in g["n"]))
+        rows = []
+        for dtype in S.dtype_sorted(g["dtype"]):
+            d = g[g["dtype"] == dtype]
+            cells = []
+            for n in sizes:
+                r = d[d["n"] == n]
+                v = float(r["speedup"].iloc[0]) if not r.empty else None
+                cells.append({"n": n, "value": v, "text": "—" if v is None else S.fmt_num(v, 3) + "×"})
+            rows.append({"dtype": dtype, "dtype_label": S.DTYPE_LABEL.get(dtype, dtype), "cells": cells})
+        blocks.append({"label": s["label"], "device_label": s["device_label"], "color": s["color"],
+                       "run_id": s["run_id"], "device": s["device"],
+                       "baseline": g["baseline_device"].iloc[0], "sizes": sizes, "rows": rows})
+    return {"blocks": blocks, "any_accelerator": not accel.empty}
+
+
+def summary_amp(tables, series) -> list[dict]:
+    amp = S.amp_verdicts(tables["amp_summary"])
+    out = []
+    if amp.empty:
+        return out
+    amp = S.with_series(amp, series)
+    order = {lab: i for i, lab in enumerate(series["label"])}
+    amp = amp.assign(_o=amp["label"].map(order)).sort_values(["_o", "workload", "mode"], kind="stable")
+    previous = None
+    for _, r in amp.iterrows():
+        # faster / accuracy_parity are tri-state: yes, no, inconclusive (the CI straddles the line)
+        faster, parity = S.as_bool(r["faster"]), S.as_bool(r["accuracy_parity"])
+        verdict_class = "good" if faster and parity else ("bad" if parity is False else "meh")
+        speed = {True: "faster", False: "slower", None: "no clear difference"}[faster]
+        short = speed + {True: " · accuracy parity", False: " · accuracy lost",
+                         None: " · accuracy parity inconclusive"}[parity]
+        icon = "✗" if parity is False else {"faster": "✓", "slower": "▼"}.get(speed, "≈")
+        out.append({
+            "label": r["label"], "device_label": r["device_label"], "color": r["color"], "run_id": r["run_id"],
+            "device": r["device"], "first_of_device": r["label"] != previous, "verdict_short": short, "verdict_icon": icon,
+            "workload": r["workload"], "mode": r["mode"], "speedup": r["speedup"],
+            "speedup_text": S.fmt_num(r["speedup"], 3) + "×" if r["speedup"] == r["speedup"] else "—",
+            "speedup_ci": f"{S.fmt_num(r['speedup_ci95_low'], 3)}–{S.fmt_num(r['speedup_ci95_high'], 3)}",
+            "acc_diff_text": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.1f} pp",
+            "acc_ci": ("" if r["acc_diff_ci95_low"] != r["acc_diff_ci95_low"] else
+                       f"{r['acc_diff_ci95_low'] * 100:+.1f} to {r['acc_diff_ci95_high'] * 100:+.1f} pp"),
+            "faster": faster, "parity": parity, "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
+            "verdict_class": verdict_class, "trials": r["trials"],
+        })
+        previous = r["label"]
+    return out
+
+
+def headlines(best: dict, speedup: dict, amp: list[dict]) -> list[dict]:
+    """One sentence per accelerator (or per CPU when no accelerator was measured)."""
+    out = []
+    accel_rows = [r for r in best["rows"] if backends.is_accelerator(r["backend"])]
+    for r in accel_rows or best["rows"]:
+        cells = [c for c in r["cells"] if c["tflops"] is not None]
+        if not cells:
+            continue
+        top = max(cells, key=lambda c: c["tflops"])
+        parts = [f"peaks at {top['tflops_text']} TFLOP/s in {S.DTYPE_LABEL.get(top['dtype'], top['dtype'])}"
+                 + (f" ({top['pct_text']}% of peak)" if top.get("pct_text") else "")]
+        for b in speedup["blocks"]:
+            if b["run_id"] == r["run_id"] and b["device"] == r["device"]:
+                fp = [row for row in b["rows"] if row["dtype"] == "float32"] or b["rows"][:1]
+                if fp:
+                    last = [c for c in fp[0]["cells"] if c["value"] is not None]
+                    if last:
+                        parts.append(f"{last[-1]['text']} the {b['baseline']} in {fp[0]['dtype_label']} at "
+                                     f"n={last[-1]['n']}")
+        a = [x for x in amp if x["run_id"] == r["run_id"] and x["device"] == r["device"]
+             and str(x["mode"]).startswith("amp")]
+        if a:
+            sp = [x["speedup"] for x in a if x["speedup"] == x["speedup"]]
+            ok = all(x["parity"] for x in a)
+            if sp:
+                lo, hi = f"{min(sp):.2f}", f"{max(sp):.2f}"
+                parts.append(f"AMP trains at {lo}× FP32 speed" if lo == hi else
+                             f"AMP trains at {lo}–{hi}× FP32 speed")
+                parts[-1] += ", accuracy parity" if ok else ", accuracy NOT at parity"
+        out.append({"label": r["label"], "color": r["color"], "text": "; ".join(parts)})
+    return out
+
+
+def _info_value(key: str, value) -> str:
+    """A device detail for the environment table, short: bytes in GiB, peaks as numbers, long text cut."""
+    if key.endswith("_bytes"):
+        try:
+            return f"{float(value) / 2 ** 30:.1f} GiB"
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            obj = json.loads(value)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and obj and all(isinstance(v, dict) and "tflops" in v for v in obj.values()):
+            return "TFLOP/s: " + ", ".join(f"{S.DTYPE_LABEL.get(d, d)} {S.fmt_num(v['tflops'])}"
+                                          for d, v in sorted(obj.items(), key=lambda kv: S.dtype_sorted(obj).index(kv[0])))
+    text = str(value)
+    return text if len(text) <= 100 else text[:97] + "…"
+
+
+def runs_side_by_side(tables, series) -> dict:
+    runs = tables["runs"]
+    if runs.empty:
+        return {"runs": [], "rows": []}
+    runs = runs.sort_values("run_id")
+    fields = [("host", "host"), ("timestamp_utc", "started (UTC)"), ("run_dir", "folder"),
+              ("accelbench_version", "accelbench"), ("git_commit", "git commit"), ("config_hash", "config hash"),
+              ("container_image", "container image"), ("python_version", "Python"), ("torch_version", "PyTorch"),
+              ("cuda_version", "CUDA"), ("hip_version", "HIP/ROCm"), ("cpu_model", "CPU"),
+              ("threads", "threads (per backend)"), ("backends_requested", "backends asked for"),
+              ("backends_present", "backends present")]
+    rows = []
+    for key, label in fields:
+        values = ["" if v != v or v is None else str(v) for v in runs.get(key, [""] * len(runs))]
+        rows.append({"label": label, "cells": values, "differs": len(set(values)) > 1})
+    details = []
+    for _, r in runs.iterrows():
+        dev = tables["devices"]
+        dev = dev[dev["run_id"].astype(str) == str(r["run_id"])] if not dev.empty else dev
+        extra_cols = [c for c in dev.columns if c not in ("run_id", "host", "backend", "present", "reason", "device",
+                                                          "device_name")]
+        devices = []
+        for _, d in dev.iterrows():
+            info = "; ".join(f"{c.replace('peaks', 'peak')}={_info_value(c, d[c])}" for c in extra_cols
+                             if d[c] == d[c] and str(d[c]) != "")
+            devices.append({"backend": d["backend"], "present": S.as_bool(d["present"]),
+                            "device": "" if d["device"] != d["device"] else d["device"],
+                            "device_name": "" if d["device_name"] != d["device_name"] else d["device_name"],
+                            "reason": "" if d["reason"] != d["reason"] else d["reason"], "info": info})
+        colors = [(s["label"], s["color"]) for _, s in series[series["run_id"] == str(r["run_id"])].iterrows()]
+        env = json.loads(r["env_json"]) if isinstance(r.get("env_json"), str) else {}
+        packages = json.loads(r["packages_json"]) if isinstance(r.get("packages_json"), str) else {}
+        details.append({"run_id": r["run_id"], "devices": devices, "colors": colors,
+                        "config": _config_text(r.get("config_json", "{}")), "config_hash": r.get("config_hash"),
+                        "env": {k: v for k, v in env.items() if v not in (None, "")},
+                        "packages": {k: v for k, v in packages.items() if v}})
+    return {"runs": list(runs["run_id"].astype(str)), "rows": rows, "details": details}
+
+
+def _cell(v):
+    return "" if v is None or v != v else v
+
+
+def run_overview(tables, series, manifest) -> list[dict]:
+    """One line per run for the summary: where it ran, with what, which devices (with their colours)."""
+    runs = tables["runs"]
+    if runs.empty:
+        return []
+    complete = {r.get("run_id"): r.get("complete", True) for r in manifest.get("runs", [])}
+    out = []
+    for _, r in runs.sort_values("run_id").iterrows():
+        software = [f"torch {r['torch_version']}"] if r["torch_version"] == r["torch_version"] else []
+        for key, name in (("cuda_version", "CUDA"), ("hip_version", "HIP")):
+            if r[key] == r[key] and str(r[key]) != "":
+                software.append(f"{name} {r[key]}")
+        image = r["container_image"] if r["container_image"] == r["container_image"] else ""
+        devices = [{"label": s["device_label"], "color": s["color"]}
+                   for _, s in series[series["run_id"] == str(r["run_id"])].iterrows()]
+        out.append({"run_id": str(r["run_id"]), "host": r["host"], "software": ", ".join(software),
+                    "image": image.rsplit("/", 1)[-1] if image else "host (no container)",
+                    "timestamp": str(r["timestamp_utc"])[:16].replace("T", " ") if r["timestamp_utc"] == r[
+                        "timestamp_utc"] else "", "devices": devices,
+                    "complete": bool(complete.get(str(r["run_id"]), True))})
+    return out
+
+
+def point_rows(tables, series) -> dict:
+    """Every matmul point for the big table, grouped per device, flagged ones marked."""
+    mm = tables["matmul"]
+    if mm.empty:
+        return {"groups": [], "counts": [], "n": 0}
+    mm = S.with_series(mm, series)
+    order = {lab: i for i, lab in enumerate(series["label"])}
+    # rows of a backend without a device (status absent) get a grey group of their own
+    nodev = mm["label"].isna()
+    no_device = mm["backend"].astype(str) + " (no device)"
+    mm.loc[nodev, "device_label"] = no_device[nodev]
+    mm.loc[nodev, "label"] = (mm["run_id"].astype(str) + " · " + no_device)[nodev]
+    mm.loc[nodev, "color"] = "#bbbbbb"
+    mm.loc[nodev, "device"] = ""
+    mm = mm.assign(_o=mm["label"].map(order).fillna(len(order)), _d=mm["dtype"].map(
+        lambda d: S.DTYPE_ORDER.index(d) if d in S.DTYPE_ORDER else 99))
+    mm = mm.sort_values(["_o", "_d", "n"], kind="stable")
+    groups = []
+    for label, g in mm.groupby("label", sort=False):
+        first = g.iloc[0]
+        rows = []
+        for _, r in g.iterrows():
+            ratio = r["iqr_s"] / r["median_s"] if r["median_s"] == r["median_s"] and r["median_s"] else float("nan")
+            rows.append({
+                "dtype": S.DTYPE_LABEL.get(r["dtype"], _cell(r["dtype"])), "n": int(r["n"]) if r["n"] == r["n"] else "",
+                "tflops": S.fmt_num(r["tflops"]), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
+                "median": S.fmt_time(r["median_s"]),
+                "ci": ("" if r["ci95_low_s"] != r["ci95_low_s"] else
+                       f"{S.fmt_time(r['ci95_low_s'])} – {S.fmt_time(r['ci95_high_s'])}"),
+                "iqr_pct": S.fmt_unit(ratio * 100, "%", 2), "repeats": "" if r["repeats"] != r["repeats"] else int(r["repeats"]),
+                "rel_error": S.fmt_num(r["rel_error"], 2), "rel_error_max": S.fmt_num(r["rel_error_max"], 2),
+                "threads": "" if r["threads"] != r["threads"] else int(r["threads"]),
+                "status": str(r["status"]), "flags": str(_cell(r["flags"])), "detail": str(_cell(r["status_detail"])),
+                "peak": S.fmt_num(r["peak_tflops"]), "peak_source": str(_cell(r["peak_source"])),
+            })
+        groups.append({"label": label, "device_label": first["device_label"], "color": first["color"],
+                       "run_id": first["run_id"], "device": first["device"], "rows": rows})
+    counts = mm["status"].value_counts()
+    statuses = [s for s in S.STATUS_INFO if s in counts] + sorted(set(counts.index) - set(S.STATUS_INFO))
+    return {"groups": groups, "counts": [{"status": s, "count": int(counts[s])} for s in statuses], "n": len(mm)}
+
+
+def warmup_rows(tables, series) -> list[dict]:
+    w = tables["warmup"]
+    if w.empty:
+        return []
+    w = S.with_series(w, series)
+    out = []
+    for label, g in w.groupby("label", sort=False):
+        r = g.iloc[0]
+        cold, warm = r["cold_s"], r["warm_s"]
+        stable = r["stable_at_iter"]
+        statuses = sorted(set(g["status"].astype(str)))
+        out.append({"label": label, "color": r["color"], "cold": S.fmt_time(cold),
+                    "warm": S.fmt_time(warm), "ratio": S.fmt_num(cold / warm) + "×" if warm else "—",
+                    "stable_at": "never" if stable != stable or stable < 0 else int(stable), "iters": len(g),
+                    "status": "ok" if statuses == ["ok"] else ", ".join(statuses)})
+    order = {lab: i for i, lab in enumerate(series["label"])}
+    return sorted(out, key=lambda x: order.get(x["label"], 99))
+
+
+def transfer_rows(tables, series) -> list[dict]:
+    t = tables["transfer"]
+    if t.empty:
+        return []
+    t = S.with_series(t, series).sort_values(["label", "direction", "memory", "size_bytes"])
+    return [{"label": r["label"], "color": r["color"], "direction": r["direction"], "memory": r["memory"],
+             "size": S.fmt_num(r["size_bytes"] / 2 ** 20) + " MiB", "gbps": S.fmt_num(r["gbps"]),
+             "median": S.fmt_time(r["median_s"]), "repeats": r["repeats"], "status": str(r["status"])}
+            for _, r in t.iterrows()]
+
+
+def amp_tables(tables, series) -> dict:
+    su, tr = tables["amp_summary"], tables["amp_trials"]
+    summ = []
+    if not su.empty:
+        su = S.with_series(su[su["mode"].notna()], series).sort_values(["label", "workload", "mode"])
+        for _, r in su.iterrows():
+            summ.append({"label": r["label"], "color": r["color"], "workload": r["workload"], "mode": r["mode"],
+                         "trials": r["trials"], "step": S.fmt_time(r["step_s_mean"]),
+                         "speedup": S.fmt_unit(r["speedup"], "×"),
+                         "speedup_ci": f"{S.fmt_num(r['speedup_ci95_low'])}–{S.fmt_num(r['speedup_ci95_high'])}",
+                         "acc": S.fmt_num(r["test_acc_mean"]),
+                         "acc_diff": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.2f} pp",
+                         "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
+                         "note": r["note"] if isinstance(r["note"], str) else ""})
+    trials = []
+    if not tr.empty:
+        tr = S.with_series(tr, series).sort_values(["label", "workload", "mode", "seed"])
+        for _, r in tr.iterrows():
+            trials.append({"label": r["label"], "color": r["color"], "workload": r["workload"], "mode": r["mode"],
+                           "seed": r["seed"], "amp_dtype": r["amp_dtype"] if isinstance(r["amp_dtype"], str) else "",
+                           "step": S.fmt_time(r["step_median_s"]), "sps": S.fmt_num(r["samples_per_s"]),
+                           "mem": S.fmt_num(r["peak_mem_bytes"] / 2 ** 20) + " MiB", "mem_kind": r["mem_kind"],
+                           "loss": S.fmt_num(r["final_loss"]), "acc": S.fmt_num(r["test_acc"]),
+                           "skipped": r["skipped_steps"], "status": str(r["status"])})
+    return {"summary": summ, "trials": trials}
+
+
+def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | None = None) -> dict:
+    captions_dir = captions_dir if captions_dir is not None else default_captions_dir()
+    aggregate_dir, plots_dir = Path(aggregate_dir), Path(plots_dir)
+    manifest_path = aggregate_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
+        "complete": False, "problems": [{"file": str(manifest_path), "message": "missing: run accelbench aggregate"}],
+        "warnings": [], "runs": [], "files_read": []}
+    tables = {name: _read_csv(aggregate_dir / f"{name}.csv") for name in registry.TABLES}
+    if not tables["devices"].empty:  # device facts as written ("9.0" is a compute capability, not a float)
+        tables["devices"] = pd.read_csv(aggregate_dir / "devices.csv", dtype=str)
+    series = S.series(tables)
+    figures, missing_figures = {}, []
+    for name in registry.FIGURES:
+        uri = image_data_uri(plots_dir / f"{name}.png")
+        if uri is None:
+            missing_figures.append(str(plots_dir / f"{name}.png"))
+        figures[name] = {"uri": uri, "name": name, **caption(captions_dir, name)}
+    best = summary_best(tables, series)
+    speedup = summary_speedup(tables, series)
+    amp = summary_amp(tables, series)
+    transfer = transfer_rows(tables, series)
+    return {
+        "version": __version__,
+        "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "manifest": manifest,
+        "complete": bool(manifest.get("complete")) and not missing_figures,
+        "problems": manifest.get("problems", []),
+        "warnings": manifest.get("warnings", []),
+        "missing_figures": missing_figures,
+        "n_runs": len(tables["runs"]),
+        "multi_run": len(tables["runs"]) > 1,
+        "series": _records(series),
+        "best": best,
+        "speedup": speedup,
+        "amp": amp,
+        "headlines": headlines(best, speedup, amp),
+        "env": runs_side_by_side(tables, series),
+        "run_overview": run_overview(tables, series, manifest),
+        "figures": figures,
+        "points": point_rows(tables, series),
+        "status_info": [{"status": s, "fg": fg, "bg": bg, "text": t} for s, (fg, bg, t) in S.STATUS_INFO.items()],
+        "status_colors": {**{s: {"fg": fg, "bg": bg} for s, (fg, bg, _) in S.STATUS_INFO.items()},
+                          "incomplete": {"fg": "#8a2c00", "bg": "#fff4e5"}},
+        "warmup": warmup_rows(tables, series),
+        "transfer": transfer,
+        "transfer_measured": any(r["status"] == "ok" for r in transfer),
+        "amp_tables": amp_tables(tables, series),
+        "files_read": manifest.get("files_read", []),
+    }
+
+
+def render(context: dict) -> str:
+    env = Environment(loader=PackageLoader("accelbench.reporting", "templates"), autoescape=select_autoescape(["j2", "html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("report.html.j2").render(**context)
+
+
+def write_report(aggregate_dir, plots_dir, out, captions_dir=None) -> Path:
+    html = render(build_context(Path(aggregate_dir), Path(plots_dir), Path(captions_dir) if captions_dir else None))
+    atomic_write_text(out, html)
+    return Path(out)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--aggregate-dir", required=True, help="folder with the tables and manifest.json (accelbench aggregate)")
+    p.add_argument("--plots-dir", required=True, help="folder with the PNG figures (accelbench plots)")
+    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--captions-dir", default=None,
+                   help="the figure captions (default: workflow/report here, else in this package's checkout)")
+
+
+def cli(args) -> int:
+    path = write_report(args.aggregate_dir, args.plots_dir, args.out, args.captions_dir)
+    print(f"accelbench report: {path} ({path.stat().st_size / 1e6:.1f} MB)", file=sys.stderr)
+    return 0

@@ -1,0 +1,220 @@
+"""What the aggregated tables say, as small tables: pure functions shared by the plots and the report.
+
+* ``series``: one entry per measured (run, device), with its label and its colour; the plots and
+  the report use the same mapping, so a device has one colour everywhere.
+* ``best_tflops``: per device and dtype the best trustworthy throughput and its % of peak.
+* ``cpu_speedup``: accelerator over CPU time for the same dtype and n, within one run.
+* ``amp_verdicts``: the AMP rows of the summary tables (the FP32 baseline rows left out).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import seaborn as sns
+
+from .. import backends
+
+BACKEND_ORDER = list(backends.NAMES)
+DTYPE_ORDER = ["float64", "float32", "tf32", "bfloat16", "float16", "float8_e4m3fn"]
+DTYPE_LABEL = {"float64": "FP64", "float32": "FP32", "tf32": "TF32", "bfloat16": "BF16", "float16": "FP16",
+               "float8_e4m3fn": "FP8 (e4m3)"}
+
+# statuses with a timing (the number exists) and those whose number can be trusted
+MEASURED = ("ok", "unstable", "invalid", "wrong_result")
+TRUSTED = ("ok", "unstable")
+
+# status -> (foreground, background, one-line meaning); colours readable for colour-blind readers
+# and always shown together with the status word
+STATUS_INFO = {
+    "ok": ("#1a5e20", "#e3f1e4", "measured; every check passed"),
+    "unstable": ("#7a4a00", "#fdf0d5", "measured, but the IQR/median of the repeats is above matmul.unstable_iqr_ratio"),
+    "invalid": ("#8c1111", "#fbe1e1",
+                "above 100% of the device's peak: a missing synchronization or a wrong peak; not trusted"),
+    "wrong_result": ("#5b1f73", "#efe2f5",
+                     "the result differs from a float64 reference by more than rel_error_max for the dtype"),
+    "skipped_budget": ("#3d3d3d", "#e9e9e9", "not measured: its predicted time exceeded matmul.point_budget_s"),
+    "oom": ("#8a3b00", "#fde3cf", "not measured: the device ran out of memory"),
+    "unsupported": ("#4a4a4a", "#f1f1f1", "not measured: this device or build does not support the dtype/operation"),
+    "error": ("#8c1111", "#fbe1e1", "not measured: the measurement raised an error (see status_detail and the log)"),
+    "absent": ("#555555", "#f4f4f4", "the backend has no device on this machine"),
+}
+
+_NAME_NOISE = [r"\bNVIDIA\b", r"\bAMD\b", r"\bIntel\(R\)", r"\(R\)", r"\(TM\)", r"\bCPU\b", r"with Radeon Graphics",
+               r"\d+-Core Processor", r"\bProcessor\b", r"@ [\d.]+GHz"]
+
+
+def short_device_name(name) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3'; 'AMD EPYC 7V13 64-Core Processor' -> 'EPYC 7V13'."""
+    if not isinstance(name, str) or not name:
+        return ""
+    short = name
+    for pattern in _NAME_NOISE:
+        short = re.sub(pattern, "", short)
+    short = re.sub(r"\s+", " ", short).strip()
+    return (short or name)[:28]
+
+
+def _sort_key(row) -> tuple:
+    backend = row["backend"] if row["backend"] in BACKEND_ORDER else "zz"
+    return (str(row["run_id"]), BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else 99, str(row["device"]))
+
+
+def series(tables: dict) -> pd.DataFrame:
+    """One row per (run_id, device) measured anywhere: backend, device_name, label, color (hex).
+
+    The label carries the run id when several runs are compared. Colours come from seaborn's
+    colour-blind-safe palette in a fixed order (run, then backend, then device).
+    """
+    keys = ["run_id", "backend", "device", "device_name"]
+    parts = []
+    for name in ("matmul", "warmup", "transfer", "amp_trials", "amp_summary"):
+        df = tables.get(name)
+        if df is not None and not df.empty and set(keys) <= set(df.columns):
+            parts.append(df[keys])
+    devices = tables.get("devices")
+    if devices is not None and not devices.empty and set(keys) <= set(devices.columns):
+        present = devices[devices["present"].astype(str).str.lower().isin(["true", "1"]) & devices["device"].notna()]
+        parts.append(present[keys])
+    if not parts:
+        return pd.DataFrame(columns=keys + ["device_label", "label", "color"])
+    df = pd.concat(parts, ignore_index=True)
+    df = df.dropna(subset=["run_id", "device"])
+    df[keys] = df[keys].fillna("").astype(str)
+    df = df[df["device"] != ""].drop_duplicates(subset=["run_id", "device"], keep="first")
+    df = df.loc[sorted(df.index, key=lambda i: _sort_key(df.loc[i]))].reset_index(drop=True)
+    multi = df["run_id"].nunique() > 1
+    short = df["device_name"].map(short_device_name)
+    device_part = df["device"] + short.map(lambda s: f" {s}" if s else "")
+    df["device_label"] = device_part
+    df["label"] = (df["run_id"] + " · " + device_part) if multi else device_part
+    palette = sns.color_palette("colorblind", max(len(df), 1)).as_hex()
+    df["color"] = [palette[i % len(palette)] for i in range(len(df))]
+    return df
+
+
+def with_series(df: pd.DataFrame, series_df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the ``label`` and ``color`` of its (run_id, device)."""
+    if df is None or df.empty:
+        return pd.DataFrame(columns=list(getattr(df, "columns", [])) + ["device_label", "label", "color"])
+    out = df.copy()
+    out["run_id"] = out["run_id"].astype(str)
+    out["device"] = out["device"].astype(str)
+    return out.merge(series_df[["run_id", "device", "device_label", "label", "color"]], on=["run_id", "device"],
+                     how="left")
+
+
+def dtype_sorted(values) -> list[str]:
+    values = [v for v in dict.fromkeys(values) if isinstance(v, str)]
+    return sorted(values, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
+
+
+def measured(matmul: pd.DataFrame, trusted_only: bool = False) -> pd.DataFrame:
+    """Matmul rows that have a timing (and, with ``trusted_only``, a trustworthy one)."""
+    if matmul is None or matmul.empty:
+        return pd.DataFrame(columns=list(getattr(matmul, "columns", [])))
+    keep = TRUSTED if trusted_only else MEASURED
+    df = matmul[matmul["status"].isin(keep)].copy()
+    df = df[pd.to_numeric(df["median_s"], errors="coerce") > 0]
+    return df
+
+
+def best_tflops(matmul: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, device, dtype) the trustworthy point with the highest TFLOP/s: its n, tflops,
+    pct_of_peak, peak_tflops and status (``unstable`` when the best one was)."""
+    cols = ["run_id", "backend", "device", "device_name", "dtype", "n", "tflops", "pct_of_peak", "peak_tflops", "status"]
+    df = measured(matmul, trusted_only=True)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df.sort_values("tflops", ascending=False, kind="stable")
+    best = df.groupby(["run_id", "device", "dtype"], sort=False, as_index=False).head(1)
+    return best[cols].reset_index(drop=True)
+
+
+def cpu_speedup(matmul: pd.DataFrame) -> pd.DataFrame:
+    """Accelerator speedup over the CPU of the same run: CPU median time / accelerator median time at
+    the same dtype and n (both measured and trustworthy). One row per (run, accelerator device, dtype, n)."""
+    cols = ["run_id", "backend", "device", "device_name", "baseline_device", "dtype", "n", "cpu_median_s",
+            "accel_median_s", "speedup"]
+    df = measured(matmul, trusted_only=True)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    host = ~is_accelerator(df["backend"])
+    cpu = df[host][["run_id", "device", "dtype", "n", "median_s"]]
+    cpu = cpu.rename(columns={"device": "baseline_device", "median_s": "cpu_median_s"})
+    accel = df[~host].rename(columns={"median_s": "accel_median_s"})
+    if cpu.empty or accel.empty:
+        return pd.DataFrame(columns=cols)
+    out = accel.merge(cpu, on=["run_id", "dtype", "n"], how="inner")
+    out["speedup"] = out["cpu_median_s"] / out["accel_median_s"]
+    return out[cols].sort_values(["run_id", "device", "dtype", "n"]).reset_index(drop=True)
+
+
+def is_accelerator(backend_column: pd.Series) -> pd.Series:
+    """Which rows' backend is a device beside the host (``Backend.is_accelerator``)."""
+    return backend_column.map(backends.is_accelerator).astype(bool)
+
+
+def accelerator_devices(matmul: pd.DataFrame) -> pd.DataFrame:
+    """The (run_id, device) pairs of accelerators with at least one timing."""
+    df = measured(matmul)
+    if df.empty:
+        return pd.DataFrame(columns=["run_id", "device"])
+    return df[is_accelerator(df["backend"])][["run_id", "device"]].drop_duplicates()
+
+
+def amp_verdicts(amp_summary: pd.DataFrame) -> pd.DataFrame:
+    """AMP rows of the summary: a mode that differs from its baseline, on a device that exists."""
+    if amp_summary is None or amp_summary.empty:
+        return pd.DataFrame(columns=list(getattr(amp_summary, "columns", [])))
+    mode, baseline = amp_summary["mode"], amp_summary["baseline"]
+    keep = mode.notna() & (mode.astype(str) != baseline.fillna("").astype(str))
+    if "status" in amp_summary.columns:
+        keep &= amp_summary["status"].fillna("ok").astype(str) != "absent"
+    return amp_summary[keep].reset_index(drop=True)
+
+
+def as_bool(value) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return None
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    return None
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    """A human-readable number with ``digits`` significant figures, without exponents for 1e-3..1e6."""
+    if x is None or pd.isna(x):
+        return "—"
+    x = float(x)
+    ax = abs(x)
+    if ax == 0:
+        return "0"
+    if ax >= 1e6 or ax < 1e-4:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(ax))))
+    return f"{x:,.{decimals}f}"
+
+
+def fmt_time(seconds, digits: int = 3) -> str:
+    """A duration in the unit that keeps it readable: 25.9 µs, 2.79 ms, 1.23 s."""
+    if seconds is None or pd.isna(seconds):
+        return "—"
+    s = float(seconds)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= scale:
+            return f"{fmt_num(s / scale, digits)} {unit}"
+    return f"{fmt_num(s / 1e-9, digits)} ns"
+
+
+def fmt_unit(x, unit: str, digits: int = 3) -> str:
+    """``fmt_num`` with a unit, or a dash alone when there is no value."""
+    text = fmt_num(x, digits)
+    return text if text == "—" else f"{text}{unit}"

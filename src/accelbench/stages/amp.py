@@ -1,0 +1,381 @@
+"""Stage: AMP vs FP32 training trials. Is mixed precision faster here, by how much, and does the
+model still learn?
+
+For every device of one backend, every workload (``mlp``, ``transformer``) and every seed, the same
+model is trained once per precision *mode*:
+
+- ``fp32``: the baseline, strict float32 (``Backend.float32_math``: precision "highest", TF32 off in
+  cuBLAS and cuDNN), so FP32 means IEEE fp32 math, not tensor-core TF32;
+- ``tf32`` (where the backend has TF32: NVIDIA CUDA): the same fp32 model with TF32 allowed;
+- ``amp_bf16`` or ``amp_fp16``: ``torch.autocast`` in the dtype ``Backend.amp_policy`` picks for the
+  backend (fp16 + ``torch.amp.GradScaler`` on CUDA/ROCm/MPS, bf16 on CPU/XLA/XPU, or ``amp.dtype``).
+
+Within a seed every mode starts from identical weights (built on the CPU from ``torch.manual_seed(seed)``,
+then moved) and sees the same batches in the same order; only the precision differs, so the modes are
+compared seed by seed (``amp_summary``). The data set is generated, learnable and fixed by the config's
+``seed`` (no downloads): inputs are Gaussian, labels come from a fixed random *teacher* network
+(for the transformer, a teacher that attends over the sequence), so held-out accuracy well above the
+majority class means the model learned something real.
+
+Before its first trial each device is warmed in this process (``measure.stability.warm_device``),
+recorded in ``device_warmup_*``.
+
+Measured per step: wall time from a synchronized start to a synchronized end (``Backend.synchronizer``;
+the loss is read after the clock stops), the loss, and for fp16 the GradScaler scale used and whether
+the scaler skipped the step (its scale went down). The first ``amp.warmup_steps`` steps train but are
+left out of the step-time statistics. Per trial: median step time, samples/s, peak memory, final train
+loss, held-out accuracy. A NaN/inf loss ends that trial with status ``nan``; an exception ends it with
+``error`` (``oom`` for out-of-memory); the other trials go on.
+
+The CUDA, ROCm, MPS, XLA and XPU paths are untested on hardware: their dispatch (autocast dtype,
+GradScaler, TF32 flags, memory counters) is unit-tested with fakes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import timeit
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch.nn.functional as F
+
+from .. import registry
+from ..backends import AmpPolicy, Backend
+from ..measure.failures import first_line
+from ..run.config import check_amp_config
+from ..run.io import Checkpoint, atomic_write_csv
+from .amp_stats import summarize_trials
+from .common import add_device_stage_arguments, start
+
+BASELINE = "fp32"
+STATUSES = ("ok", "nan", "oom", "error", "absent")
+FINAL_LOSS_STEPS = 5  # final_loss: mean train loss of the last this many steps
+DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
+
+STEPS_COLUMNS = registry.TABLES["amp_steps"].all_columns
+TRIALS_COLUMNS = registry.TABLES["amp_trials"].all_columns
+SUMMARY_COLUMNS = registry.TABLES["amp_summary"].all_columns
+
+
+# ---------------------------------------------------------------- modes and precision
+
+def amp_mode_name(dtype: str) -> str:
+    return f"amp_{DTYPE_SHORT[dtype]}"
+
+
+def modes_for(backend: Backend, policy: AmpPolicy, info: dict | None = None) -> list[str]:
+    """The modes trained on a device of ``backend`` (``info``), baseline first: fp32, tf32 (where the device
+    has it), then the AMP mode."""
+    modes = [BASELINE]
+    if backend.tf32_available(info) is None:
+        modes.append("tf32")
+    modes.append(amp_mode_name(policy.dtype))
+    return modes
+
+
+def autocast_context(mode: str, policy, torch):
+    """``torch.autocast(device_type=policy.device_type, dtype=policy.dtype)`` for an AMP mode, else a no-op."""
+    if not mode.startswith("amp_"):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=policy.device_type, dtype=getattr(torch, policy.dtype))
+
+
+def grad_scaler(mode: str, policy, torch):
+    """The GradScaler an AMP mode needs (fp16: ``torch.amp.GradScaler(policy.device_type)``), else None."""
+    return policy.scaler(torch) if mode.startswith("amp_") else None
+
+
+# ---------------------------------------------------------------- data and models
+
+def _generator(torch, *parts):
+    seed = zlib.crc32(json.dumps(parts).encode())
+    return torch.Generator().manual_seed(seed)
+
+
+def _teacher_labels(torch, features, n_classes: int, gen) -> "torch.Tensor":
+    """Labels from a fixed random two-layer tanh network; logits are centred per class over the
+    whole set so the classes come out roughly balanced."""
+    n_in = features.shape[-1]
+    hidden = 32
+    w1 = torch.randn(n_in, hidden, generator=gen) / math.sqrt(n_in)
+    b1 = 0.5 * torch.randn(hidden, generator=gen)
+    w2 = torch.randn(hidden, n_classes, generator=gen) / math.sqrt(hidden)
+    logits = torch.tanh(features @ w1 * 2.0 + b1) @ w2
+    return (logits - logits.mean(0)).argmax(1)
+
+
+def make_data(workload: str, amp_cfg: dict, seed: int, torch) -> tuple:
+    """(x_train, y_train, x_test, y_test) on the CPU, fixed by (config seed, workload, data sizes).
+
+    - mlp: x ~ N(0, I) with ``n_features`` features; label = teacher(x).
+    - transformer: x is a sequence of ``seq_len`` N(0, I) tokens; the teacher pools the tokens with
+      softmax attention weights from a fixed query (so which tokens matter depends on the tokens),
+      label = teacher(pooled). Held-out examples come from the same distribution."""
+    d = amp_cfg["data"]
+    n = d["n_train"] + d["n_test"]
+    gen = _generator(torch, "amp-data", seed, workload, d)
+    if workload == "mlp":
+        x = torch.randn(n, d["n_features"], generator=gen)
+        y = _teacher_labels(torch, x, d["n_classes"], gen)
+    elif workload == "transformer":
+        seq_len = amp_cfg["transformer"]["seq_len"]
+        x = torch.randn(n, seq_len, d["n_features"], generator=gen)
+        query = torch.randn(d["n_features"], generator=gen)
+        weights = torch.softmax(x @ query / math.sqrt(d["n_features"]) * 2.0, dim=1)  # (n, seq_len)
+        pooled = (weights.unsqueeze(-1) * x).sum(1) * math.sqrt(seq_len)
+        y = _teacher_labels(torch, pooled, d["n_classes"], gen)
+    else:
+        raise ValueError(f"amp.workloads: unknown {workload!r}; allowed: {', '.join(WORKLOADS)}")
+    tr = d["n_train"]
+    return x[:tr].contiguous(), y[:tr].contiguous(), x[tr:].contiguous(), y[tr:].contiguous()
+
+
+def build_mlp(amp_cfg: dict, torch):
+    """``layers`` hidden Linear+ReLU layers of width ``hidden``, then a linear classifier head."""
+    nn = torch.nn
+    d, c = amp_cfg["data"], amp_cfg["mlp"]
+    dims = [d["n_features"]] + [c["hidden"]] * c["layers"]
+    layers = []
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(dims[-1], d["n_classes"]))
+
+
+def build_transformer(amp_cfg: dict, torch):
+    """A small encoder classifier: input projection + learned positions, ``layers`` x
+    ``nn.TransformerEncoderLayer(batch_first=True, dropout=0)``, mean pooling over the sequence, linear head.
+    Dropout is off so the modes differ in precision only."""
+    nn = torch.nn
+    d, c = amp_cfg["data"], amp_cfg["transformer"]
+
+    class EncoderClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(d["n_features"], c["d_model"])
+            self.position = nn.Parameter(0.02 * torch.randn(c["seq_len"], c["d_model"]))
+            layer = nn.TransformerEncoderLayer(c["d_model"], c["n_heads"], c["ff"], dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, c["layers"], enable_nested_tensor=False)
+            self.head = nn.Linear(c["d_model"], d["n_classes"])
+
+        def forward(self, x):
+            h = self.encoder(self.embed(x) + self.position)
+            return self.head(h.mean(dim=1))
+
+    return EncoderClassifier()
+
+
+# workload -> model builder(amp_cfg, torch); tests may substitute one
+WORKLOADS = {"mlp": build_mlp, "transformer": build_transformer}
+
+
+def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch) -> "torch.Tensor":
+    """(steps, batch_size) example indices: shuffled epochs from a generator seeded by ``seed`` alone,
+    so every mode of a seed sees the same batches in the same order (last partial batch dropped)."""
+    gen = torch.Generator().manual_seed(seed)
+    per_epoch = n_train // batch_size
+    epochs = -(-steps // per_epoch)
+    idx = torch.cat([torch.randperm(n_train, generator=gen)[: per_epoch * batch_size] for _ in range(epochs)])
+    return idx[: steps * batch_size].view(steps, batch_size)
+
+
+# ---------------------------------------------------------------- one trial
+
+@dataclass(frozen=True)
+class Trial:
+    backend: str  # name
+    device: str
+    device_name: str
+    workload: str
+    mode: str
+    seed: int
+
+
+def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, backend: Backend, threads: int,
+              steps_out: list) -> dict:
+    """Train one model in one mode; append a row per step to ``steps_out``; return the trial row.
+
+    Exceptions propagate (the caller records them); steps finished before one stay in ``steps_out``."""
+    torch = backend.torch
+    sync = backend.synchronizer(trial.device)
+    device, mode = trial.device, trial.mode
+    n_steps, warmup = amp_cfg["steps"], amp_cfg["warmup_steps"]
+    batch = amp_cfg["batch_size"]
+    key = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
+           "workload": trial.workload, "mode": mode, "seed": trial.seed}
+    x_tr, y_tr, x_te, y_te = (t.to(device) for t in data)
+    order = batch_order(len(y_tr), batch, n_steps, trial.seed, torch).to(device)
+    torch.manual_seed(trial.seed)
+    model = WORKLOADS[trial.workload](amp_cfg, torch).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=amp_cfg["lr"])
+    scaler = grad_scaler(mode, policy, torch)
+    amp_dtype = policy.dtype if mode.startswith("amp_") else "float32"
+    timer = timeit.default_timer
+    losses, times = [], []
+    skipped_steps, scale, status, detail = 0, (scaler.get_scale() if scaler else math.nan), "ok", ""
+
+    with backend.float32_math(mode == "tf32") as allow_tf32:
+        per_trial_mem = backend.reset_peak_memory(device)
+        model.train()
+        for step in range(n_steps):
+            idx = order[step]
+            sync()
+            t0 = timer()
+            with autocast_context(mode, policy, torch):
+                logits = model(x_tr[idx])
+                loss = F.cross_entropy(logits.float(), y_tr[idx])
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            sync()
+            step_s = timer() - t0
+            loss_value = float(loss.detach())
+            step_scale, skipped = scale, False
+            if scaler is not None:
+                scale = float(scaler.get_scale())
+                skipped = scale < step_scale  # the scaler lowers its scale exactly when it skips a step
+                skipped_steps += skipped
+            losses.append(loss_value)
+            times.append(step_s)
+            finite = math.isfinite(loss_value)
+            if not finite:
+                status, detail = "nan", f"loss {loss_value} at step {step}"
+            steps_out.append({**key, "step": step, "loss": loss_value, "step_s": step_s, "scale": step_scale,
+                              "skipped": skipped, "warmup": step < warmup, "status": status,
+                              "status_detail": detail})
+            if not finite:
+                break
+
+        test_acc = test_loss = math.nan
+        if status == "ok":
+            model.eval()
+            correct, loss_sum = 0, 0.0
+            with torch.no_grad(), autocast_context(mode, policy, torch):
+                for i in range(0, len(y_te), batch * 4):
+                    logits = model(x_te[i:i + batch * 4]).float()
+                    correct += int((logits.argmax(1) == y_te[i:i + batch * 4]).sum())
+                    loss_sum += float(F.cross_entropy(logits, y_te[i:i + batch * 4], reduction="sum"))
+            test_acc, test_loss = correct / len(y_te), loss_sum / len(y_te)
+        peak_bytes, mem_kind = backend.peak_memory(device, per_trial=per_trial_mem)
+
+    steady = np.asarray(times[warmup:], float)
+    median_s = float(np.median(steady)) if len(steady) else math.nan
+    iqr_s = float(np.subtract(*np.percentile(steady, [75, 25]))) if len(steady) else math.nan
+    majority = float(np.bincount(data[3].numpy()).max() / len(data[3]))
+    return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
+            "step_median_s": median_s, "step_iqr_s": iqr_s,
+            "samples_per_s": batch / median_s if median_s > 0 else math.nan,
+            "peak_mem_bytes": peak_bytes, "mem_kind": mem_kind,
+            "first_loss": losses[0] if losses else math.nan,
+            "final_loss": float(np.mean(losses[-FINAL_LOSS_STEPS:])) if losses else math.nan,
+            "test_loss": test_loss, "test_acc": test_acc, "majority_acc": majority,
+            "skipped_steps": skipped_steps if scaler is not None else 0,
+            "final_scale": scale, "threads": threads, "steps": len(losses), "warmup_steps": warmup,
+            "batch_size": batch, "status": status, "status_detail": detail}
+
+
+def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, backend: Backend, threads: int,
+                     steps_out: list) -> dict:
+    """``run_trial``, with any exception recorded as this trial's status (``oom`` or ``error``)."""
+    try:
+        return run_trial(trial, amp_cfg, data, policy, backend=backend, threads=threads, steps_out=steps_out)
+    except Exception as exc:  # one failed trial must not stop the others
+        oom = backend.is_oom(exc)
+        if oom:
+            with contextlib.suppress(Exception):
+                backend.empty_cache(trial.device)
+        return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
+                "workload": trial.workload, "mode": trial.mode, "seed": trial.seed,
+                "amp_dtype": policy.dtype if trial.mode.startswith("amp_") else "float32",
+                "threads": threads, "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
+                "status": "oom" if oom else "error", "status_detail": first_line(exc)}
+
+
+# ---------------------------------------------------------------- one backend
+
+CHECKPOINT_KEY = ("config_hash", "device", "workload", "mode", "seed")
+
+
+def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
+    """Every trial of the started stage ``st`` (``common.StageStart``): (steps rows, trials rows, AMP
+    notes per device). Rows carry the device columns (warm-up included), not the provenance."""
+    backend, run_info = st.backend, st.run_info
+    amp_cfg = run_info["config"]["amp"]
+    policy = backend.amp_policy(amp_cfg["dtype"])
+    unsupported = backend.amp_support(policy)
+    steps, trials, notes = [], [], {}
+    for device in st.devices:
+        info = st.info(device)
+        notes[device] = backend.amp_note(info, policy.dtype)
+        modes = modes_for(backend, policy, info)
+        dev = None  # the device's columns; it is warmed just before its first trial that is not resumed
+        for workload in amp_cfg["workloads"]:
+            data = make_data(workload, amp_cfg, run_info["config"].get("seed", 0), backend.torch)
+            for seed in amp_cfg["seeds"]:
+                for mode in modes:  # modes interleaved within a seed: drift hits them alike
+                    trial = Trial(backend.name, device, str(info.get("name", device)), workload, mode, seed)
+                    ck_key = (run_info["config_hash"], device, workload, mode, seed)
+                    if checkpoint is not None and ck_key in checkpoint:  # as measured then, warm-up included
+                        done = checkpoint.rows[checkpoint.key(dict(zip(checkpoint.key_fields, ck_key)))]
+                        steps += done["steps"]
+                        trials.append(done["trial"])
+                        continue
+                    if dev is None:
+                        dev = {k: v for k, v in st.device_row(device).items() if k not in st.prov}
+                    trial_steps: list = []
+                    if unsupported and mode.startswith("amp_"):
+                        row = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
+                               "workload": workload, "mode": mode, "seed": seed, "amp_dtype": policy.dtype,
+                               "threads": st.threads, "steps": 0, "status": "error", "status_detail": unsupported}
+                    else:
+                        row = run_trial_safely(trial, amp_cfg, data, policy, backend=backend, threads=st.threads,
+                                               steps_out=trial_steps)
+                    log(f"amp {device} {workload} {mode} seed={seed}: {row['status']} "
+                        f"step={row.get('step_median_s', math.nan) * 1e3:.3g} ms acc={row.get('test_acc', math.nan):.3f}"
+                        + (f" ({row['status_detail']})" if row.get("status_detail") else ""))
+                    trial_steps = [{**dev, **r} for r in trial_steps]
+                    row = {**dev, **row}
+                    steps += trial_steps
+                    trials.append(row)
+                    if checkpoint is not None and row["status"] in ("ok", "nan"):  # errors are retried
+                        checkpoint.add({**dict(zip(checkpoint.key_fields, ck_key)), "trial": row, "steps": trial_steps})
+    return steps, trials, notes
+
+
+# ---------------------------------------------------------------- CLI
+
+def add_arguments(p) -> None:
+    add_device_stage_arguments(p)
+
+
+def cli(args) -> int:
+    st = start("amp", args.run_file, args.backend, args.threads)
+    amp_cfg = st.config["amp"]
+    check_amp_config(amp_cfg)
+    if not st.devices:
+        absent = st.absent_row()
+        steps, trials = [dict(absent)], [dict(absent)]
+        summary_df = pd.DataFrame([{**absent, "verdict": f"No verdict: {st.absent_reason}", "note": st.absent_reason}])
+    else:
+        checkpoint = Checkpoint(st.checkpoint_path(args.out_dir, args.checkpoint), CHECKPOINT_KEY)
+        steps, trials, notes = run_backend(st, checkpoint=checkpoint)
+        steps = [{**st.prov, **r} for r in steps]
+        trials = [{**st.prov, **r} for r in trials]
+        summary_df = summarize_trials(pd.DataFrame(trials), amp_cfg["accuracy_tolerance"], notes)
+        for k, v in st.prov.items():
+            summary_df[k] = v
+    atomic_write_csv(st.out_path(args.out_dir, "amp_steps"), pd.DataFrame(steps, columns=STEPS_COLUMNS))
+    atomic_write_csv(st.out_path(args.out_dir, "amp_trials"), pd.DataFrame(trials, columns=TRIALS_COLUMNS))
+    atomic_write_csv(st.out_path(args.out_dir, "amp_summary"), summary_df.reindex(columns=SUMMARY_COLUMNS))
+    for r in summary_df.reindex(columns=SUMMARY_COLUMNS).itertuples():
+        print(f"{r.workload}: {r.verdict}" + (f" Note: {r.note}" if isinstance(r.note, str) and r.note else ""))
+    return 0
