@@ -70,10 +70,11 @@ def fake_torch(*, cuda: str | None = None, hip: str | None = None, gpus: int = 0
     return t
 
 
-def fake_xla(devices=("xla:0", "xla:1"), with_sync=True, calls=None):
+def fake_xla(devices=("xla:0", "xla:1"), with_sync=True, calls=None, own=0):
     calls = calls if calls is not None else []
     x = types.ModuleType("torch_xla")
     x.devices = lambda: list(devices)
+    x.device = lambda: list(devices)[own]  # the process's default device (torch_xla.device())
     if with_sync:
         x.sync = lambda: calls.append("sync")
     x.calls = calls
@@ -176,7 +177,9 @@ def test_mps_selection():
 
 
 def test_xla_selection():
-    assert backends.get("xla", torch=fake_torch(), xla=fake_xla()).devices() == ["xla:0", "xla:1"]
+    # one device per process: torch_xla.sync() runs only the default device's graph (issue 17, defect 4)
+    assert backends.get("xla", torch=fake_torch(), xla=fake_xla()).devices() == ["xla:0"]
+    assert backends.get("xla", torch=fake_torch(), xla=fake_xla(own=1)).devices() == ["xla:1"]
     with pytest.raises(BackendUnavailable, match="empty"):
         backends.get("xla", torch=fake_torch(), xla=fake_xla(devices=())).devices()
     with pytest.raises(BackendUnavailable, match="not installed"):

@@ -35,3 +35,80 @@ def test_harness_fidelity_prints_factors_then_the_ratio_last():
     assert math.isclose(product, factors["ratio"], rel_tol=0.01), (factors, product)
     rows = [l for l in lines if re.match(r"\s+(48|64)\s", l)]
     assert len(rows) == 2 and all(len(r.split()) == 6 for r in rows), rows  # n, 4 methods, acc/best
+
+
+# ---- the GPU check (bench/gpu_check.sh) ----------------------------------------------------------------------
+
+def gpu_check(*args, **env) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(["bash", str(REPO / "bench" / "gpu_check.sh"), *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO, env={**os.environ, **env})
+
+
+def test_gpu_check_dry_run_fits_six_minutes_and_the_returned_files():
+    """The plan the device machine runs: every step with a budget, key numbers (headline, fidelity) before the
+    pipeline, the budgets plus the packing reserve within 360 s, at most 8 returned files."""
+    out = gpu_check("--dry-run")
+    assert out.returncode == 0, out.stdout + out.stderr
+    steps = [line.split() for line in out.stdout.splitlines() if re.match(r"\s+\w+\s+\d+ s\s", line)]
+    names = [s[0] for s in steps]
+    budgets = [int(s[1]) for s in steps]
+    assert names[:4] == ["setup", "headline", "fidelity", "pipeline"] and "summary" in names
+    assert all(b > 0 for b in budgets)
+    total = re.search(r"total: (\d+) s of steps \+ (\d+) s reserved for packing = (\d+) s \(limit 360 s\)", out.stdout)
+    assert total and int(total.group(1)) == sum(budgets) and int(total.group(3)) <= 360
+    returned = re.search(r"returned: (.*) \((\d+) files, at most 8", out.stdout)
+    assert returned and int(returned.group(2)) == len(returned.group(1).split()) <= 8
+    assert "within the limits" in out.stdout
+
+
+def test_gpu_check_dry_run_fails_when_the_budgets_pass_the_limit():
+    out = gpu_check("--dry-run", GPU_CHECK_LIMIT_S="120")
+    assert out.returncode == 1 and "NOT within the limits" in out.stderr
+    assert gpu_check("--bogus").returncode == 2
+
+
+def test_gpu_headline_prints_key_lines_for_each_point(tmp_path):
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_headline.py"), "--device", "cpu", "--dtypes",
+                          "float32", "--sizes", "64", "--min-run-time", "0.01", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    keys = [line for line in out.stdout.splitlines() if line.startswith("KEY ")]
+    assert keys[0].startswith("KEY device cpu: ") and len(keys) == 2
+    assert re.match(r"KEY headline cpu float32 \(float32\) n=64: [\d.e+-]+ TFLOP/s, ", keys[1]), keys[1]
+    import json
+
+    rows = json.loads((tmp_path / "headline.json").read_text())
+    assert [(r["dtype"], r["n"], r["torch_dtype"]) for r in rows] == [("float32", 64, "float32")]
+    assert rows[0]["rel_error"] < 1e-4
+
+
+def test_gpu_summary_lists_every_registry_table_and_the_headlines(tmp_path):
+    """Tables it has never heard of by name still get their row counts (the registry says what a table is);
+    a stage cut short is reported from its checkpoint."""
+    import pandas as pd
+
+    from accelbench import registry
+
+    run = tmp_path / "results" / "r1"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    pd.DataFrame([{"device": "cuda:0", "dtype": d, "n": n, "tflops": t, "pct_of_peak": t / 9.894, "status": "ok",
+                   "torch_dtype": d} for d, n, t in [("bfloat16", 4096, 700.0), ("bfloat16", 8192, 800.0)]]
+                 ).to_csv(run / "matmul_cuda.csv", index=False)
+    pd.DataFrame([{"device": "cuda:0", "workload": "mlp", "mode": m, "speedup": s, "speedup_ci95_low": s - 0.1,
+                   "speedup_ci95_high": s + 0.1, "acc_diff": 0.001, "verdict": f"verdict {m}", "status": "ok"}
+                  for m, s in [("fp32", 1.0), ("amp_fp16", 2.5)]]).to_csv(run / "amp_cuda_summary.csv", index=False)
+    (run / registry.checkpoint_file("amp", "cuda")).write_text('{"a": 1}\n{"a": 2}\n')
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_summary.py"), str(tmp_path / "results")],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert all(line.startswith("KEY ") for line in lines)
+    assert "KEY matmul_cuda.csv: 2 rows (ok 2)" in lines
+    assert "KEY   matmul cuda:0 bfloat16 (bfloat16) n=8192: 800 TFLOP/s, 80.9% of peak, ok" in lines
+    assert any("amp cuda:0 mlp amp_fp16: speedup 2.5 [2.4, 2.6]" in line for line in lines)
+    assert not any("mlp fp32: speedup" in line for line in lines)
+    assert "KEY amp_cuda_steps.csv: missing (stage cut short?); 2 points in amp_cuda.jsonl" in lines
+    assert lines[-1] == "KEY report: not written"

@@ -415,7 +415,9 @@ def fake_import(modules: dict):
 
 def fake_torch_xla(device_list, kind="TPU v4"):
     xla = types.SimpleNamespace(__version__="2.6.0", devices=lambda: list(device_list))
-    xm = types.SimpleNamespace(xla_device_hw=lambda d: "TPU", xla_device_kind=lambda d: kind)
+    # an old release: the process's own device from xm.xla_device(), not torch_xla.device()
+    xm = types.SimpleNamespace(xla_device_hw=lambda d: "TPU", xla_device_kind=lambda d: kind,
+                               xla_device=lambda: device_list[0])
     return {"torch_xla": xla, "torch_xla.core.xla_model": xm}
 
 
@@ -427,6 +429,9 @@ def test_probe_xla_present_with_fake_torch_xla():
     assert entry["devices"][0]["device_kind"] == "TPU v4" and entry["devices"][0]["device_hw"] == "TPU"
     assert entry["devices"][0]["name"] == "TPU v4"
     assert entry["device_kinds"] == ["TPU v4"]
+    # every chip is listed; a stage process measures its own default device only (issue 17, defect 4)
+    assert [d["measured"] for d in entry["devices"]] == [True, False] and entry["measured_devices"] == ["xla:0"]
+    assert "one device per process" in entry["note"]
 
 
 def test_probe_xla_absent_or_broken_never_raises():

@@ -465,7 +465,7 @@ def test_fake_cuda_kernels_ask_capability_and_l2():
                                   gcnArchName="gfx942:sramecc+:xnack-")
     asked = []
     fake_cuda = types.SimpleNamespace(get_device_properties=lambda i: asked.append(i) or props)
-    fake = types.SimpleNamespace(cuda=fake_cuda, _scaled_mm=object())
+    fake = types.SimpleNamespace(cuda=fake_cuda, _scaled_mm=object(), float8_e4m3fnuz="fnuz")
     cuda = backends.get("cuda", torch=fake)
     k = TorchMatmul("cuda:1", cuda, measurer=None)
     assert asked == [1]  # the device's own index
@@ -475,6 +475,8 @@ def test_fake_cuda_kernels_ask_capability_and_l2():
     r = TorchMatmul("cuda:0", rocm, measurer=None)
     assert rocm.arch(r.info) == "gfx942" and r.cache_bytes() == 256 * 1024 ** 2  # Infinity Cache counted
     assert r.support("float8_e4m3fn") is None and r.support("tf32") is not None
+    # gfx942 multiplies fp8 only as float8_e4m3fnuz: supported in that encoding, not in OCP e4m3fn
+    assert r.torch_dtype("float8_e4m3fn") == "float8_e4m3fnuz" and k.torch_dtype("float8_e4m3fn") == "float8_e4m3fn"
 
 
 # ---- the CLI end to end on the CPU ---------------------------------------------------------------
@@ -518,6 +520,8 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys, small_llc):
     assert (f32["repeats"] >= 6).all() and (f32["run_id"] == "t").all() and (f32["git_commit"] == "abc").all()
     assert (df["device"] == "cpu").all() and df["device_name"].str.len().min() > 0
     assert (f32["input_sets"] > 1).all()
+    assert dict(zip(df["dtype"], df["torch_dtype"])) == {"float32": "float32", "bfloat16": "bfloat16",
+                                                        "float8_e4m3fn": "float8_e4m3fn"}
     assert (df["method_version"] == registry.STAGES["matmul"].method_version).all()
     # a rerun with the checkpoint measures nothing and writes the same numbers
     assert ck.exists()

@@ -51,6 +51,15 @@ class AmpPolicy:
 AMP_DTYPES = ("bfloat16", "float16")
 
 
+def torch_version_tuple(version) -> tuple[int, int]:
+    """'2.7.1+cpu' -> (2, 7); unparsable -> (0, 0)."""
+    try:
+        major, minor = str(version).split("+")[0].split(".")[:2]
+        return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+    except ValueError:
+        return 0, 0
+
+
 def proc_status_bytes(field: str, path: str = "/proc/self/status") -> int | None:
     """A ``kB`` field of /proc/self/status (VmHWM, VmRSS) in bytes, or None where there is none."""
     try:
@@ -98,8 +107,14 @@ class Backend:
 
     # ---- devices ----------------------------------------------------------------------------------
     def devices(self) -> list[str]:
-        """Every visible device as torch device strings, in index order; BackendUnavailable when none."""
+        """The devices a stage measures in this process, as torch device strings in index order
+        (every visible one, except where one process can drive only one: XLA); BackendUnavailable when none."""
         raise NotImplementedError
+
+    def prepare_process(self) -> None:
+        """Process-wide settings this backend needs before a stage traces or runs anything on its devices
+        (XLA: strict float32 matmul precision, which must be set before the first graph is compiled).
+        ``stages.common.start`` calls it once, when the backend has devices."""
 
     def owns(self, device: str) -> bool:
         """Whether ``device`` (a torch device string) is one of this backend's kind."""
@@ -185,14 +200,16 @@ class Backend:
             torch.set_float32_matmul_precision(before[0])
 
     def strict_float32(self) -> None:
-        """Anything beyond torch's matmul precision a backend needs for IEEE float32 products."""
+        """Anything beyond torch's matmul precision a backend needs for IEEE float32 products
+        (``torch.set_float32_matmul_precision`` governs CUDA and the CPU only; XLA has its own switch)."""
 
     def fp8_support(self, info: dict) -> str | None:
         """None when fp8 products (``torch._scaled_mm``) run on this device; else why not."""
         return f"torch._scaled_mm has no {self.name} kernel"
 
     def fp8_dtype(self, info: dict) -> str:
-        """The torch fp8 dtype this device multiplies (``float8_e4m3fn`` on most)."""
+        """The torch fp8 dtype this device multiplies (``float8_e4m3fn`` on most; the configured dtype
+        ``float8_e4m3fn`` names the 8-bit e4m3 *kind*, this the exact torch dtype a row records as ``torch_dtype``)."""
         return FP8
 
     def dtype_support(self, dtype: str, info: dict | None = None) -> str | None:
@@ -290,8 +307,9 @@ class Backend:
         return None
 
     # ---- containers -------------------------------------------------------------------------------
-    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = ()) -> list[str]:
-        """``docker|podman run`` arguments that give a container this backend's devices."""
+    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
+        """``docker|podman run`` arguments that give a container this backend's devices. ``device_gids``: the
+        host groups owning the device nodes; ``rootless``: Podman runs without root (``--userns=keep-id``)."""
         return []
 
     def visible_devices_variable(self) -> str | None:

@@ -17,7 +17,18 @@ from pathlib import Path
 from typing import Callable
 
 from ._system import Runner, read_file, run_text
-from .base import Backend, BackendUnavailable
+from .base import FP8, Backend, BackendUnavailable, torch_version_tuple
+
+# The fp8 point checks its product against float64 on sampled rows (``index_select`` on the fp8 inputs):
+# CUDA and ROCm kernels of index_select for the float8 dtypes exist from torch 2.6 on (the 2.4/2.5 builds
+# raise '"index_select_cuda" not implemented for 'Float8_e4m3fn'', pytorch/pytorch#128370 and #133605).
+FP8_MIN_TORCH = (2, 6)
+# gfx94x (MI300X/MI325X, CDNA3) multiply only the "fnuz" fp8 encodings (no negative zero, NaN = 0x80, bias 8):
+# hipBLASLt's data-type page says "hipblaslt_f8_fnuz and hipblaslt_bf8_fnuz ... are only supported on the gfx942
+# platform", the OCP e4m3fn/e5m2 on gfx950 and gfx12 (https://rocm.docs.amd.com/projects/hipBLASLt/en/latest/
+# reference/data-type-support.html, read 2026-12-01), and PyTorch's _scaled_mm_is_fnuz()
+# (aten/src/ATen/native/cuda/ScaledBlas.cpp) is true on gfx942 (gfx940/gfx941/gfx942 in older releases).
+FNUZ_ARCHS = ("gfx940", "gfx941", "gfx942")
 
 
 def nvidia_driver_version(import_module: Callable = importlib.import_module,
@@ -134,6 +145,18 @@ class CudaLikeBackend(Backend):
     def extra_properties(self, props) -> dict:
         return {}
 
+    # ---- precision
+    def dtype_support(self, dtype: str, info: dict | None = None) -> str | None:
+        """As ``Backend.dtype_support``, and fp8 only on a torch that can check an fp8 product (>= 2.6)."""
+        reason = super().dtype_support(dtype, info)
+        if reason is None and dtype == FP8:
+            version = getattr(self.torch, "__version__", None)
+            if version is not None and torch_version_tuple(version) < FP8_MIN_TORCH:
+                need = ".".join(map(str, FP8_MIN_TORCH))
+                return (f"fp8 matmul needs torch >= {need} here (index_select of float8 tensors on {self.name}, "
+                        f"which checks the product, arrives in {need}); this is torch {version}")
+        return reason
+
     # ---- waiting
     def synchronize(self, device: str) -> None:
         """``torch.cuda.synchronize(device)``: that device, not only the current one (HIP maps onto it)."""
@@ -224,7 +247,7 @@ class CudaBackend(CudaLikeBackend):
             return f"fp8 matmul needs compute capability >= 8.9 (Ada/Hopper); this device has {cc[0]}.{cc[1]}"
         return None
 
-    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = ()) -> list[str]:
+    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
         """Docker's ``--gpus all`` (NVIDIA Container Toolkit); Podman's CDI device ``nvidia.com/gpu=all``
         (``nvidia-ctk cdi generate``). The host's IPC namespace for PyTorch's shared-memory tensors."""
         dev = ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all"]
@@ -277,7 +300,15 @@ class RocmBackend(CudaLikeBackend):
         arch = self.arch(info)
         if arch is not None and not arch.startswith(("gfx94", "gfx95", "gfx12")):
             return f"fp8 matmul needs MI300 (gfx94x), MI350 (gfx95x) or RDNA4 (gfx12); this device is {arch}"
+        wanted = self.fp8_dtype(info)
+        if not hasattr(self.torch, wanted):
+            return f"fp8 matmul on {arch or 'this device'} multiplies {wanted}, which this torch does not have"
         return None
+
+    def fp8_dtype(self, info: dict) -> str:
+        """``float8_e4m3fnuz`` on gfx94x (MI300X/MI325X, the only fp8 encoding their matrix cores take),
+        the OCP ``float8_e4m3fn`` on gfx950 (MI350X/MI355X) and gfx12 (RDNA4)."""
+        return "float8_e4m3fnuz" if self.arch(info) in FNUZ_ARCHS else FP8
 
     def cache_bytes(self, device: str, info: dict | None = None) -> int:
         info = info if info is not None else self.device_info(device)
@@ -286,11 +317,20 @@ class RocmBackend(CudaLikeBackend):
             size = max(size, self.infinity_cache_bytes)
         return size or self.default_cache_bytes
 
-    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = ()) -> list[str]:
-        """The kernel driver's ``/dev/kfd`` and the render nodes ``/dev/dri``, the ``video`` group plus the
-        host groups that own those nodes (``device_gids``; ``render`` on recent distributions), seccomp
-        unconfined as AMD documents; the host's IPC namespace."""
-        groups = ["video", *[str(g) for g in dict.fromkeys(device_gids)]]
+    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
+        """The kernel driver's ``/dev/kfd`` and the render nodes ``/dev/dri``, the groups that may open them,
+        seccomp unconfined as AMD documents; the host's IPC namespace.
+
+        Groups: Docker and rootful Podman get ``video`` plus the host groups that own those nodes
+        (``device_gids``; ``render`` on recent distributions). Rootless Podman cannot map host groups into
+        its user namespace (``--userns=keep-id``): a numeric ``--group-add`` there is an unmapped group and
+        the nodes stay closed. It gets ``--group-add keep-groups`` instead, which tells the OCI runtime
+        (crun) to keep the calling user's supplementary groups; Podman allows no other ``--group-add``
+        beside it (podman-run(1))."""
+        if runtime == "podman" and rootless:
+            groups = ["keep-groups"]
+        else:
+            groups = ["video", *[str(g) for g in dict.fromkeys(device_gids)]]
         out = ["--device", "/dev/kfd", "--device", "/dev/dri"]
         for g in groups:
             out += ["--group-add", g]

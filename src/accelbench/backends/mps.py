@@ -11,19 +11,12 @@ import subprocess
 from typing import Callable
 
 from ._system import Runner, run_text
-from .base import AmpPolicy, Backend, BackendUnavailable
+from .base import AmpPolicy, Backend, BackendUnavailable, torch_version_tuple
 
 # torch.amp.GradScaler("mps") unscales on MPS from this release on (pytorch/pytorch#142397, fixed by #150255).
 MPS_SCALER_MIN_TORCH = (2, 8)
 
-
-def torch_version_tuple(version: str) -> tuple[int, int]:
-    """'2.7.1+cpu' -> (2, 7); unparsable -> (0, 0)."""
-    try:
-        major, minor = str(version).split("+")[0].split(".")[:2]
-        return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
-    except ValueError:
-        return 0, 0
+__all__ = ["MPS_SCALER_MIN_TORCH", "MpsBackend", "torch_version_tuple"]
 
 
 class MpsBackend(Backend):

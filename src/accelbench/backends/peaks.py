@@ -41,7 +41,9 @@ class ChipPeak:
 
     ``patterns`` are regular expressions searched in the lower-cased device name (or XLA device
     kind); the table is tried in order, so specific names (``h100 nvl``) come before general
-    ones (``h100``). ``units`` is the number of SMs (NVIDIA) / CUs (AMD) one torch device of the
+    ones (``h100``). An AMD device whose name matches nothing (ROCm reports an empty or generic name
+    where the driver's marketing-name table lacks the part) is matched by ``archs`` and CU count instead
+    (``match_arch``). ``units`` is the number of SMs (NVIDIA) / CUs (AMD) one torch device of the
     full product has; ``None`` skips the SM/CU scaling. A ``None`` figure means the chip has no
     native unit for that dtype (see ``gpu_peak`` for what is used instead).
     """
@@ -53,6 +55,7 @@ class ChipPeak:
     source: str
     note: str = ""
     kind: str = "gpu"  # "gpu" or "tpu"
+    archs: tuple[str, ...] = ()  # AMD gcnArchName targets (gfx942): matched with the CU count when the name is not
 
     def matches(self, name: str) -> bool:
         low = name.lower()
@@ -121,23 +124,43 @@ GPU_PEAKS: tuple[ChipPeak, ...] = (
              "NVIDIA V100 datasheet: highest V100 figures (V100S: FP32 16.4, tensor FP16 130 TFLOPS)",
              "form factor not in the name (e.g. SXM3): the highest V100 figure is used as an upper bound"),
     # --- AMD Instinct -------------------------------------------------------------------------
+    # CDNA4 (gfx950, 256 CUs): no TF32 units (None: the fp32 rate bounds tf32), fp8 in the OCP e4m3fn encoding.
+    ChipPeak("MI355X", (r"\bmi355x\b",), 256, _t(157.3, None, 2516.6, 2516.6, 5033.2),
+             "AMD Instinct MI355X product page (https://www.amd.com/en/products/accelerators/instinct/mi350/"
+             "mi355x.html, figures as quoted with their derivation in github.com/stas00/ml-engineering "
+             "compute/accelerator/README.md, read 2026-12-01): FP32 157.3 TFLOPS, FP16/BF16 matrix 2.5 PFLOPS, "
+             "OCP-FP8 5.0 PFLOPS dense (2x with structured sparsity); exact figures at the 2400 MHz peak engine "
+             "clock x 256 CUs: FP16/BF16 4096 and FP8 8192 FLOP/clk/CU (1024 matrix cores x 512 FMA; AMD at "
+             "ISSCC 2026: 8192 FP8 FLOP/clk/CU) = 2516.6 and 5033.2, FP32 256 FLOP/clk/CU = 157.3; 256 CUs and "
+             "gfx950 from AMD's GPU specifications (https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html)",
+             "CDNA4 has no TF32 (xf32) units; an MI350X/MI355X whose name is missing is taken as the faster MI355X",
+             archs=("gfx950",)),
+    ChipPeak("MI350X", (r"\bmi350x\b",), 256, _t(144.2, None, 2306.9, 2306.9, 4613.7),
+             "AMD Instinct MI350X: the MI355X's silicon (gfx950, 256 CUs) at a 2200 MHz peak engine clock "
+             "(AMD at Hot Chips 2025, https://wccftech.com/amd-instinct-mi350-gpuai-hardware-powerhouse-3nm-3d-chiplet-"
+             "cdna-4-185-billion-transistors-1400w-tbp-over-4000b-llm-support/; MI355X 2400 MHz) and 1000 W: the MI355X figures x 2200/2400 = FP32 144.2, "
+             "FP16/BF16 2306.9, FP8 4613.7 TFLOPS dense (FP32 144.2 as in github.com/stas00/ml-engineering "
+             "compute/accelerator/README.md, read 2026-12-01)",
+             "CDNA4 has no TF32 (xf32) units", archs=("gfx950",)),
     ChipPeak("MI325X", (r"\bmi325x\b",), 304, _t(163.4, 653.7, 1307.4, 1307.4, 2614.9),
              "AMD Instinct MI325X datasheet: same compute as MI300X (FP32 matrix 163.4, TF32 653.7, "
-             "BF16/FP16 1307.4, FP8 2614.9 TFLOPS dense)"),
+             "BF16/FP16 1307.4, FP8 2614.9 TFLOPS dense)", archs=("gfx942",)),
     ChipPeak("MI300X", (r"\bmi300x\b",), 304, _t(163.4, 653.7, 1307.4, 1307.4, 2614.9),
              "AMD Instinct MI300X datasheet: FP32 (vector and matrix) 163.4, TF32 653.7, BF16/FP16 1307.4, "
              "FP8 2614.9 TFLOPS dense",
              "TF32 (xf32) is only used by PyTorch on ROCm when hipBLASLt is allowed to; "
-             "a CPX-partitioned MI300X is scaled by its CU count"),
+             "a CPX-partitioned MI300X is scaled by its CU count", archs=("gfx942",)),
     ChipPeak("MI250X", (r"\bmi250x\b",), 110, _t(47.85, None, 191.5, 191.5, None),
              "AMD Instinct MI250X datasheet: FP32 matrix 95.7, BF16/FP16 383.0 TFLOPS per package = "
              "two GCDs; PyTorch sees each GCD as one device, so half of each figure; no TF32 or FP8",
-             "names like 'MI250X/MI250' are told apart by CU count (110 per MI250X GCD, 104 per MI250 GCD)"),
+             "names like 'MI250X/MI250' are told apart by CU count (110 per MI250X GCD, 104 per MI250 GCD)",
+             archs=("gfx90a",)),
     ChipPeak("MI250", (r"\bmi250\b",), 104, _t(45.25, None, 181.05, 181.05, None),
              "AMD Instinct MI250 datasheet: FP32 matrix 90.5, BF16/FP16 362.1 TFLOPS per package = two GCDs; "
-             "half of each per PyTorch device; no TF32 or FP8"),
+             "half of each per PyTorch device; no TF32 or FP8", archs=("gfx90a",)),
     ChipPeak("MI210", (r"\bmi210\b",), 104, _t(45.3, None, 181.0, 181.0, None),
-             "AMD Instinct MI210 datasheet: FP32 matrix 45.3, BF16/FP16 181.0 TFLOPS (one GCD); no TF32 or FP8"),
+             "AMD Instinct MI210 datasheet: FP32 matrix 45.3, BF16/FP16 181.0 TFLOPS (one GCD); no TF32 or FP8",
+             archs=("gfx90a",)),
     # --- Intel Data Center GPU (XPU) ----------------------------------------------------------
     ChipPeak("Max 1550", (r"\bmax 1550\b",), 1024, _t(52.4, 419.4, 838.9, 838.9, None),
              "Intel Data Center GPU Max 1550 (ark.intel.com/content/www/us/en/ark/products/232873, read "
@@ -156,8 +179,8 @@ GPU_PEAKS: tuple[ChipPeak, ...] = (
              "Google Cloud TPU v4 docs: 275 BF16 TFLOPS per chip (one PyTorch/XLA device per chip)", kind="tpu"),
 )
 
-_TPU_NOTE = ("TPUs multiply in bf16 on the MXU: float32 at XLA's default matmul precision is one bf16 "
-             "pass and float16 is computed as bf16, so the bf16 figure bounds every dtype")
+_TPU_NOTE = ("TPUs multiply in bf16 on the MXU: float32 is measured at torch_xla's matmul precision 'highest' "
+             "(six bf16 passes) and float16 is computed as bf16, so the bf16 figure bounds every dtype")
 
 
 def match_chip(name: str, table: tuple[ChipPeak, ...] = GPU_PEAKS) -> ChipPeak | None:
@@ -170,13 +193,40 @@ def match_chip(name: str, table: tuple[ChipPeak, ...] = GPU_PEAKS) -> ChipPeak |
     return None
 
 
+def match_arch(arch: str | None, units, table: tuple[ChipPeak, ...] = GPU_PEAKS) -> tuple[ChipPeak | None, str]:
+    """The entry for an AMD device known only by its architecture (``gfx942``) and CU count, and how it was chosen.
+
+    Among the entries of that architecture: the first (the table puts the faster part first) whose full part
+    has exactly ``units`` CUs; else the smallest full part with more CUs (a partition or a cut-down part, then
+    scaled by ``gpu_peak``); else (CU count unknown or larger than any) the first, the fastest of them.
+    """
+    arch = str(arch or "").split(":")[0]
+    candidates = [e for e in table if arch and arch in e.archs]
+    if not candidates:
+        return None, ""
+    known = isinstance(units, int) and units > 0
+    exact = [e for e in candidates if known and e.units == units]
+    larger = [e for e in candidates if known and e.units and e.units > units]
+    if exact:
+        entry = exact[0]
+    elif larger:
+        entry = min(larger, key=lambda e: e.units)  # min keeps the first of equal sizes
+    else:
+        entry = candidates[0]
+    alike = [e.key for e in candidates if e.units == entry.units]
+    cus = f"{units} CUs" if known else "an unknown CU count"
+    why = (f"device name not in the table: matched by architecture {arch} and {cus} to {entry.key} "
+           f"({entry.units} CUs; {arch} parts of that size: {', '.join(alike)})")
+    return entry, why
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
 def gpu_peak(info: dict, dtype: str) -> tuple[float | None, str]:
-    """Datasheet peak of the GPU/TPU described by ``info`` (``name`` or ``device_kind``,
-    ``multiprocessors`` when known) for ``dtype``.
+    """Datasheet peak of the GPU/TPU described by ``info`` (``name`` or ``device_kind``, else an AMD
+    ``gcn_arch_name`` with ``multiprocessors``; ``multiprocessors`` when known) for ``dtype``.
 
     A chip without a native unit for tf32/bf16/fp16 (V100 bf16, MI250X tf32) computes those at
     best at its fp32 rate, so that figure is used. A chip without fp8 gets None: there
@@ -184,10 +234,15 @@ def gpu_peak(info: dict, dtype: str) -> tuple[float | None, str]:
     """
     name = info.get("name") or ""
     entry = match_chip(name) or match_chip(info.get("device_kind") or "")
+    matched_by = ""
+    if entry is None:
+        entry, matched_by = match_arch(info.get("gcn_arch_name"), info.get("multiprocessors"))
     if entry is None:
         return None, UNKNOWN_DEVICE
     figure = entry.tflops.get(dtype)
     basis = f"{entry.key}: {entry.source}"
+    if matched_by:
+        basis = f"{matched_by}; {basis}"
     if entry.note:
         basis += f"; {entry.note}"
     if entry.kind == "tpu":

@@ -20,7 +20,9 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-UNSUPPORTED_MARKERS = ("not implemented for", "not supported", "unsupported")
+# "status_not_supported": cuBLAS/hipBLAS(Lt) refusing a type or layout on this device, e.g. hipBLASLt's
+# "HIPBLAS_STATUS_NOT_SUPPORTED" for an fp8 product an architecture has no kernel for.
+UNSUPPORTED_MARKERS = ("not implemented for", "not supported", "unsupported", "status_not_supported")
 
 
 def failure_status(exc: BaseException, backend=None) -> str:

@@ -116,10 +116,11 @@ def apptainer_image(config: dict, backend: str) -> str | None:
 
 # ---- Docker / Podman: the argv -------------------------------------------------------------------------
 
-def gpu_args(runtime: str, backend: str, device_gids: tuple[int, ...] = ()) -> list[str]:
-    """Device access for ``backend`` (``Backend.engine_device_args``; untested on hardware)."""
+def gpu_args(runtime: str, backend: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
+    """Device access for ``backend`` (``Backend.engine_device_args``; untested on hardware). ``rootless``:
+    Podman without root, where host groups do not map into the container (ROCm then keeps the user's groups)."""
     _check_choice("runtime", runtime, ENGINES)
-    return backends.get(backend).engine_device_args(runtime, device_gids)
+    return backends.get(backend).engine_device_args(runtime, device_gids, rootless=rootless)
 
 
 def user_args(runtime: str, uid: int, gid: int, rootless: bool) -> list[str]:
@@ -180,7 +181,7 @@ def run_argv(
     if runtime == "podman":
         argv += ["--security-opt", "label=disable"]  # SELinux hosts: read the bind mounts without relabelling
     argv += user_args(runtime, uid, gid, rootless)
-    argv += gpu_args(runtime, backend, device_gids)
+    argv += gpu_args(runtime, backend, device_gids, rootless=rootless)
     for m in dict.fromkeys([workdir, *(check_path(m, "mount") for m in mounts)]):
         argv += ["-v", f"{m}:{m}"]
     argv += ["-w", workdir]

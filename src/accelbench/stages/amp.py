@@ -25,7 +25,10 @@ the loss is read after the clock stops), the loss, and for fp16 the GradScaler s
 the scaler skipped the step (its scale went down). The first ``amp.warmup_steps`` steps train but are
 left out of the step-time statistics. Per trial: median step time, samples/s, peak memory, final train
 loss, held-out accuracy. A NaN/inf loss ends that trial with status ``nan``; an exception ends it with
-``error`` (``oom`` for out-of-memory); the other trials go on.
+``error`` (``oom`` for out-of-memory); an AMP mode this torch cannot train here (``Backend.amp_support``: a
+version floor) is recorded ``unsupported`` without running; the other trials go on. The batch order stays
+on the host and each step's indices are moved to the device (indexing a device tensor with the step number
+would recompile XLA's graph at every step).
 
 The CUDA, ROCm, MPS, XLA and XPU paths are untested on hardware: their dispatch (autocast dtype,
 GradScaler, TF32 flags, memory counters) is unit-tested with fakes.
@@ -53,7 +56,7 @@ from .amp_stats import summarize_trials
 from .common import add_device_stage_arguments, start
 
 BASELINE = "fp32"
-STATUSES = ("ok", "nan", "oom", "error", "absent")
+STATUSES = ("ok", "nan", "oom", "unsupported", "error", "absent")
 FINAL_LOSS_STEPS = 5  # final_loss: mean train loss of the last this many steps
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 
@@ -208,7 +211,10 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     key = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
            "workload": trial.workload, "mode": mode, "seed": trial.seed}
     x_tr, y_tr, x_te, y_te = (t.to(device) for t in data)
-    order = batch_order(len(y_tr), batch, n_steps, trial.seed, torch).to(device)
+    # The batch order stays on the host: each step's row of indices is picked there and moved to the device.
+    # Indexing a device tensor with the step number would put a new constant into XLA's traced graph at
+    # every step (one compilation per step, timed as training); a moved index tensor is data, not graph.
+    order = batch_order(len(y_tr), batch, n_steps, trial.seed, torch)
     torch.manual_seed(trial.seed)
     model = WORKLOADS[trial.workload](amp_cfg, torch).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=amp_cfg["lr"])
@@ -222,7 +228,7 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
         per_trial_mem = backend.reset_peak_memory(device)
         model.train()
         for step in range(n_steps):
-            idx = order[step]
+            idx = order[step].to(device)
             sync()
             t0 = timer()
             with autocast_context(mode, policy, torch):
@@ -332,10 +338,11 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
                     if dev is None:
                         dev = {k: v for k, v in st.device_row(device).items() if k not in st.prov}
                     trial_steps: list = []
-                    if unsupported and mode.startswith("amp_"):
+                    if unsupported and mode.startswith("amp_"):  # a version floor: never run, said why
                         row = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
                                "workload": workload, "mode": mode, "seed": seed, "amp_dtype": policy.dtype,
-                               "threads": st.threads, "steps": 0, "status": "error", "status_detail": unsupported}
+                               "threads": st.threads, "steps": 0, "status": "unsupported",
+                               "status_detail": unsupported}
                     else:
                         row = run_trial_safely(trial, amp_cfg, data, policy, backend=backend, threads=st.threads,
                                                steps_out=trial_steps)

@@ -1,6 +1,7 @@
 """What every device stage (warmup, matmul, transfer, amp) does before it measures: read the run, build
-the provenance every row carries, apply the thread count, find the backend's devices, and warm each
-device in this process before measuring it.
+the provenance every row carries, apply the thread count, find the backend's devices, let the backend set
+its process-wide state (``Backend.prepare_process``), and warm each device in this process before
+measuring it.
 
 A backend with no device here is not an error: the stage writes one ``absent`` row per table and
 exits 0, so a config listing ``cuda`` still gives a complete report on a CPU-only machine.
@@ -103,5 +104,7 @@ def start(stage: str, run_file: str, backend_name: str, threads: int | None = No
         except BackendUnavailable as exc:
             devices, reason = [], str(exc)
     used = set_threads(threads or 0) if devices else (threads or 0)
+    if devices:
+        backend.prepare_process()  # before the first warm-up: XLA compiles graphs with the precision set then
     return StageStart(stage, backend, run_info, run_info["config"], row_provenance(run_info, stage), devices,
                       reason, threads=used)

@@ -13,11 +13,14 @@ was right. What makes a number here trustworthy:
   span at least twice the last-level cache (CPU L3, GPU L2, MI300 Infinity Cache), bounded by
   40% of free memory, so small sizes are not measured with operands already on chip.
 - **Output reused** (``out=``): no allocation or page faults inside the timed loop.
-- **Strict float32**: float32 is measured with TF32 off and matmul precision "highest"; on CUDA
+- **Strict float32**: float32 is measured with TF32 off and matmul precision "highest" (on XLA torch_xla's
+  own switch, ``Backend.strict_float32``, set for the whole process before its first graph); on CUDA
   TF32 is its own dtype ``tf32`` (``torch.backends.cuda.matmul.allow_tf32`` set, then restored).
-- **fp8** (``float8_e4m3fn``) through ``torch._scaled_mm`` (bf16 output, unit scales) where the
-  hardware has it (``Backend.fp8_support``: CUDA compute capability >= 8.9, ROCm gfx94x/gfx95x/gfx12);
-  elsewhere ``unsupported`` with the reason.
+- **fp8** (configured as ``float8_e4m3fn``) through ``torch._scaled_mm`` (bf16 output, unit scales) where
+  the hardware has it (``Backend.fp8_support``: CUDA compute capability >= 8.9, ROCm gfx94x/gfx95x/gfx12,
+  torch >= 2.6); elsewhere ``unsupported`` with the reason. The inputs are in the e4m3 encoding the device
+  multiplies (``Backend.fp8_dtype``: ``float8_e4m3fnuz`` on MI300X/MI325X, gfx942), recorded per row as
+  ``torch_dtype``; the configured name stays in ``dtype`` so rows of every device line up.
 - **Checked**: on fresh normal inputs (never zeros) the product is compared with a float64
   reference of the same (quantized) inputs on up to 128 sampled rows: relative Frobenius error
   against ``matmul.rel_error_max[dtype]`` -> ``wrong_result``. Quantizing the inputs first isolates
@@ -193,6 +196,15 @@ def _nan() -> float:
     return float("nan")
 
 
+def _torch_dtype(kernels, dtype: str) -> str:
+    """The torch dtype ``kernels`` multiplies for the configured ``dtype`` ("" where it cannot say)."""
+    name = getattr(kernels, "torch_dtype", None)
+    try:
+        return str(name(dtype)) if name is not None else ""
+    except Exception:  # a device whose kernels could not be set up: the row says why elsewhere
+        return ""
+
+
 def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tuple,
                   previous: tuple[int, float] | None = None) -> dict:
     """Measure one (dtype, n) on the device ``kernels`` drives; return its row (without provenance).
@@ -202,7 +214,8 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
     ``kernels`` supplies the device-specific pieces (``TorchMatmul`` for real; tests plant fakes):
     ``support(dtype)``, ``mode(dtype)`` (context), ``allow_tf32()``, ``probe(dtype, m)``,
     ``check(dtype, n)`` -> rel_error, ``time(dtype, n, warmup_calls)`` -> (TimingStats, input_sets),
-    ``free()``.
+    ``free()``, and optionally ``torch_dtype(dtype)`` -> the torch dtype the device multiplies (the row's
+    ``torch_dtype``; empty where the kernels cannot say).
     """
     peak_tflops, peak_source, *rest = peak
     peak_is_bound = bool(rest[0]) if rest else True
@@ -212,7 +225,7 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
         "blocks": 0, "input_sets": 0, "predicted_s": _nan(), "tflops": _nan(),
         "peak_tflops": peak_tflops if peak_tflops else _nan(), "peak_source": peak_source,
         "pct_of_peak": _nan(), "rel_error": _nan(), "rel_error_max": settings.rel_error_max.get(dtype, _nan()),
-        "status": "ok", "flags": "", "status_detail": "",
+        "status": "ok", "flags": "", "status_detail": "", "torch_dtype": _torch_dtype(kernels, dtype),
     }
 
     def done(status: str, detail: str) -> dict:
@@ -321,9 +334,10 @@ class _Unusable:
 
 # ---- the device side: torch -----------------------------------------------------------------------
 
+# configured dtype -> torch dtype; the fp8 entry is a default: the backend names the encoding its device multiplies
 _TORCH_DTYPES = {"float32": "float32", "tf32": "float32", "bfloat16": "bfloat16", "float16": "float16",
                  "float8_e4m3fn": "float8_e4m3fn"}
-_ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+_ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}  # e4m3fnuz: 1 too
 
 
 class TorchMatmul:
@@ -366,6 +380,13 @@ class TorchMatmul:
     def support(self, dtype: str) -> str | None:
         return self.backend.dtype_support(dtype, self.info)
 
+    def torch_dtype(self, dtype: str) -> str:
+        """The torch dtype this device multiplies for the configured ``dtype``: fp8 is the backend's
+        (``float8_e4m3fnuz`` on gfx942), the others are themselves (tf32 is float32 with TF32 allowed)."""
+        if dtype == "float8_e4m3fn":
+            return self.backend.fp8_dtype(self.info)
+        return _TORCH_DTYPES[dtype]
+
     @contextlib.contextmanager
     def mode(self, dtype: str):
         """float32 math for ``dtype`` (``Backend.float32_math``): TF32 allowed for ``tf32`` where the backend
@@ -405,7 +426,7 @@ class TorchMatmul:
 
     def _quantize(self, dtype: str, a, b):
         t = self.torch
-        target = getattr(t, _TORCH_DTYPES[dtype])
+        target = getattr(t, self.torch_dtype(dtype))
         a, b = a.to(target), b.to(target)
         if dtype == "float8_e4m3fn":
             b = b.transpose(-2, -1).contiguous().transpose(-2, -1)  # column-major, as _scaled_mm wants
@@ -417,7 +438,7 @@ class TorchMatmul:
         if dtype == "float8_e4m3fn":
             one = t.ones((), device=self.device, dtype=t.float32)
             return "D = op(A_, B_, sa, sb, out_dtype=od)", dict(op=t._scaled_mm, sa=one, sb=one, od=t.bfloat16)
-        out = t.empty(n, n, device=self.device, dtype=getattr(t, _TORCH_DTYPES[dtype]))
+        out = t.empty(n, n, device=self.device, dtype=getattr(t, self.torch_dtype(dtype)))
         return "op(A_, B_, out=C)", dict(op=t.mm, C=out)
 
     def _statement(self, dtype: str, n: int, rotating: bool) -> tuple[str, dict]:
