@@ -273,9 +273,9 @@ def write_scaling(d: Path, backend: str, tables: dict) -> None:
         _csv(d / registry.TABLES[table].filename(backend), rows, table)
 
 
-def scaling_disabled(prov, backend) -> dict:
+def scaling_disabled(prov, backend, device, device_name) -> dict:
     """What the scaling stage writes with scaling.enabled false (the default)."""
-    row = {**prov, "backend": backend, "device": "", "device_name": "", "status": "disabled",
+    row = {**prov, "backend": backend, "device": device, "device_name": device_name, "status": "disabled",
            "status_detail": "scaling.enabled is false"}
     return {t: [row] for t in registry.STAGES["scaling"].tables}
 
@@ -307,7 +307,7 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
     _csv(d / "amp_cpu_steps.csv", st, "amp_steps")
     _csv(d / "amp_cpu_trials.csv", tr, "amp_trials")
     _csv(d / "amp_cpu_summary.csv", su, "amp_summary")
-    write_scaling(d, "cpu", scaling_disabled(prov, "cpu"))
+    write_scaling(d, "cpu", scaling_disabled(prov, "cpu", "cpu", LAPTOP_CPU))
     return d
 
 

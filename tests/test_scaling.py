@@ -852,8 +852,8 @@ def test_report_scaling_section_shows_the_measured_rows(fixtures):
         cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" data-mode="{r["mode"]}" ' \
                f'data-world="{int(r["world_size"])}" data-efficiency="{r["scaling_efficiency"]}"'
         assert cell in html, cell
-    assert "laptop-cpu" not in html[html.index('<section id="scaling">'):html.index('<section id="points">')] or \
-        "disabled" in html  # the laptop run had scaling off: its rows are not drawn as measurements
+    section = html[html.index('<section id="scaling">'):html.index('<section id="points">')]
+    assert 'data-run="laptop-cpu"' not in section and "laptop-cpu · cpu: disabled" in section  # its scaling was off
     eff = svg_words(built["plots"] / "scaling_efficiency.svg")
     assert "scaling efficiency" in eff and "world size (ranks)" in eff and "nn.DataParallel" not in eff
     bus = svg_words(built["plots"] / "collective_busbw.svg")

@@ -28,13 +28,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from accelbench import registry
 from tiny_config import TINY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = Path(os.environ.get("ACCELBENCH_SLURM_BASE", "/tmp/slurm-local"))
-GPU_RULES = {"warmup", "matmul", "transfer", "amp"}
+GPU_RULES = {s.rule for s in registry.DEVICE_STAGES}
 GPU_PARTITION_EXPR = "'gpu' if wildcards.backend in ('cuda', 'rocm') else 'debug'"
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 SBATCH = re.compile(r"^sbatch call: (sbatch .*)$", re.M)
@@ -105,7 +106,7 @@ def make_profile(tmp: Path) -> Path:
     })
     set_res = profile.setdefault("set-resources", {}) or {}
     profile["set-resources"] = set_res
-    for rule in ["run_info", "detect", "warmup", "matmul", "transfer", "amp", "aggregate", "plots", "report"]:
+    for rule in [st.rule for st in registry.STAGES.values() if st.kind != "tool"]:
         set_res.setdefault(rule, {})["mem_mb"] = 1000
     for rule in GPU_RULES:
         set_res[rule]["slurm_partition"] = GPU_PARTITION_EXPR

@@ -403,10 +403,11 @@ def scaling_section(tables, series) -> dict:
     if statuses <= {"disabled"}:
         return {"state": "off", "hint": SCALING_ENABLE_HINT, "rows": [], "collectives": [], "copies": [],
                 "reasons": []}
-    reasons = sorted({f"{r['backend']}: {r['status']}: {r.get('status_detail')}" for _, r in sc.iterrows()
-                      if r["status"] in ("absent", "unsupported", "disabled") and isinstance(r.get("status_detail"), str)
-                      and (r["device"] != r["device"] or r["device"] == "")})
-    measured = S.with_series(sc[sc["device"].notna() & (sc["device"].astype(str) != "")], series)
+    # a backend's one row saying why nothing was measured (disabled, absent, unsupported) has no method
+    placeholder = sc["method"].isna() | (sc["method"].astype(str) == "")
+    reasons = sorted({f"{r['run_id']} · {r['backend']}: {r['status']}" + (f": {r.get('status_detail')}" if isinstance(
+        r.get("status_detail"), str) else "") for _, r in sc[placeholder].iterrows()})
+    measured = S.with_series(sc[~placeholder], series)
     rows = []
     for _, r in measured.sort_values(["label", "workload", "mode", "method", "world_size"]).iterrows():
         ci = ("" if r["step_ci95_low_s"] != r["step_ci95_low_s"] else
@@ -425,7 +426,7 @@ def scaling_section(tables, series) -> dict:
                      "detail": str(_cell(r.get("status_detail", "")))})
     coll = []
     if not co.empty:
-        c = S.with_series(co[co["device"].notna() & (co["device"].astype(str) != "")], series)
+        c = S.with_series(co[co["collective"].notna() & (co["collective"].astype(str) != "")], series)
         for _, r in c.sort_values(["label", "collective", "world_size", "size_bytes"]).iterrows():
             coll.append({"label": r["label"], "color": r["color"], "collective": r["collective"],
                          "world_size": int(r["world_size"]) if r["world_size"] == r["world_size"] else "",
@@ -434,7 +435,7 @@ def scaling_section(tables, series) -> dict:
                          "status": str(r["status"])})
     copies = []
     if not pc.empty:
-        for _, r in pc.iterrows():
+        for _, r in pc[~pc["status"].isin(["disabled", "absent"])].iterrows():
             copies.append({"backend": r["backend"], "src": _cell(r["src"]), "dst": _cell(r["dst"]),
                            "peer": _cell(r["peer"]), "gbps": S.fmt_num(r["gbps"]), "status": str(r["status"]),
                            "detail": str(_cell(r.get("status_detail", "")))})

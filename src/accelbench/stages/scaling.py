@@ -66,9 +66,11 @@ def world_sizes(backend, devices: list[str], threads: int, configured: list[int]
 
 
 def placeholder_rows(st, status: str, detail: str) -> dict:
-    """One row per table saying why nothing was measured (disabled, absent, unsupported)."""
-    row = {**st.prov, "backend": st.backend.name, "device": "", "device_name": "", "status": status,
-           "status_detail": detail}
+    """One row per table saying why nothing was measured (disabled, absent, unsupported); it names the
+    backend's first device where there is one (an absent backend has none)."""
+    device = st.devices[0] if st.devices else ""
+    row = {**st.prov, "backend": st.backend.name, "device": device,
+           "device_name": st.info(device)["name"] if device else "", "status": status, "status_detail": detail}
     return {t: [dict(row)] for t in TABLES}
 
 
@@ -118,8 +120,6 @@ class ScalingRun:
     def world_rows(self, n: int, why: str | None) -> tuple[list[dict], list[dict]]:
         """Trial rows and collective rows of world size ``n``."""
         p = rank_plan(self.st.config, self.backend, n, self.threads_per_rank)
-        if n == 1:
-            p["collectives"] = []  # one rank moves nothing over a bus
         n_train = self.amp_cfg["data"]["n_train"]
         if why is None and p["global_batch"] > n_train:
             why = (f"global batch {p['global_batch']} (world size {n} x amp.batch_size) exceeds amp.data.n_train "
