@@ -211,6 +211,75 @@ def amp_rows(prov, backend, device, device_name, amp_mode, step_fp32, amp_factor
     return steps_rows, trials, summary
 
 
+def scaling_rows(prov, backend, device, device_name, worlds, *, step_1, efficiency, process_group, threads,
+                 amp_mode, dp=None, collective_worlds=(), busbw_top=1.0, copy_reason="") -> dict:
+    """The scaling stage's four tables for one backend: DDP trials (2 seeds, fp32 and ``amp_mode``) whose
+    efficiency at world size N is ``efficiency(N)``, their summary, collectives whose busbw rises to
+    ``busbw_top`` GB/s, and one ``unsupported`` peer-copy row (``copy_reason``)."""
+    from accelbench.stages.scaling_stats import (algbw_gbps, busbw_factor, efficiency_ci, loss_tolerance,
+                                                 message_sizes)
+
+    common = {**prov, "backend": backend, "device": device, "device_name": device_name}
+    trials, summary, collectives = [], [], []
+    per_rank = 128
+    for mode in ("fp32", amp_mode):
+        single = {}
+        for n in worlds:
+            gb = per_rank * n
+            devices = ",".join(f"node:{device if backend == 'cpu' else f'cuda:{i}'}" for i in range(n))
+            sps = {}
+            for seed in (0, 1):
+                step = step_1 / efficiency(n) * (1 + 0.02 * seed)
+                sps[seed] = gb / step
+                trials.append({**common, "method": "ddp", "workload": "mlp", "mode": mode, "world_size": n,
+                               "seed": seed, "devices": devices, "process_group": process_group,
+                               "threads_per_rank": threads, "global_batch": gb, "samples_per_s": gb / step,
+                               "step_median_s": step, "step_ci95_low_s": step * 0.97, "step_ci95_high_s": step * 1.04,
+                               "final_loss": 0.31, "test_acc": 0.9, "loss_max_rel_diff": 2e-7 * n,
+                               "loss_tolerance": loss_tolerance(mode), "loss_matches_single": True, "status": "ok"})
+            if n == 1:
+                single = sps
+            eff, low, high = efficiency_ci([single[0], single[1]], [sps[0], sps[1]], n)
+            step = step_1 / efficiency(n)
+            summary.append({**common, "method": "ddp", "workload": "mlp", "mode": mode, "world_size": n,
+                            "devices": devices, "process_group": process_group, "threads_per_rank": threads,
+                            "trials": 2, "samples_per_s": gb / step, "step_median_s": step,
+                            "step_ci95_low_s": step * 0.97, "step_ci95_high_s": step * 1.04, "scaling_efficiency": eff,
+                            "efficiency_ci95_low": low, "efficiency_ci95_high": high, "loss_matches_single": True,
+                            "status": "ok"})
+            if n >= 2 and dp:
+                summary.append({**common, "method": "dp", "workload": "mlp", "mode": mode, "world_size": n,
+                                "devices": "", "process_group": "", "threads_per_rank": threads, "trials": 0,
+                                "status": "unsupported", "status_detail": dp})
+    for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+        for n in collective_worlds:
+            for size in message_sizes(1024, 64 * 2 ** 20, 4):
+                busbw = busbw_top * size / (size + 2 ** 20)
+                factor = busbw_factor(collective, n)
+                algbw = busbw / factor
+                t = size / (algbw * 1e9)
+                assert abs(algbw_gbps(size, t) - algbw) < 1e-9 * algbw
+                collectives.append({**common, "collective": collective, "world_size": n, "devices": "",
+                                    "process_group": process_group, "size_bytes": size, "dtype": "float32",
+                                    "median_s": t, "ci95_low_s": t * 0.98, "ci95_high_s": t * 1.03,
+                                    "algbw_gbps": algbw, "busbw_gbps": busbw, "busbw_factor": factor,
+                                    "repeats": 60, "status": "ok"})
+    copies = [{**common, "src": device, "dst": "", "peer": "", "status": "unsupported", "status_detail": copy_reason}]
+    return {"scaling_trials": trials, "scaling": summary, "collectives": collectives, "peer_copy": copies}
+
+
+def write_scaling(d: Path, backend: str, tables: dict) -> None:
+    for table, rows in tables.items():
+        _csv(d / registry.TABLES[table].filename(backend), rows, table)
+
+
+def scaling_disabled(prov, backend, device, device_name) -> dict:
+    """What the scaling stage writes with scaling.enabled false (the default)."""
+    row = {**prov, "backend": backend, "device": device, "device_name": device_name, "status": "disabled",
+           "status_detail": "scaling.enabled is false"}
+    return {t: [row] for t in registry.STAGES["scaling"].tables}
+
+
 def _csv(path: Path, rows: list[dict], kind: str) -> None:
     df = pd.DataFrame(rows).reindex(columns=list(registry.TABLES[kind].columns))
     path.write_text(df.to_csv(index=False))
@@ -238,6 +307,7 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
     _csv(d / "amp_cpu_steps.csv", st, "amp_steps")
     _csv(d / "amp_cpu_trials.csv", tr, "amp_trials")
     _csv(d / "amp_cpu_summary.csv", su, "amp_summary")
+    write_scaling(d, "cpu", scaling_disabled(prov, "cpu", "cpu", LAPTOP_CPU))
     return d
 
 
@@ -246,6 +316,7 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
     dtypes = ["float32", "bfloat16", "float16", "float8_e4m3fn"]
     config = make_config(run_id, ["cpu", "cuda"], sizes, dtypes)
     config["container"]["runtime"] = "apptainer"
+    config["scaling"]["enabled"] = True
     h = config_hash(config)
     image = "/shared/images/accelbench-cuda.sif"
     d = Path(results) / run_id
@@ -281,6 +352,15 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
         _csv(d / f"amp_{backend}_steps.csv", st, "amp_steps")
         _csv(d / f"amp_{backend}_trials.csv", tr, "amp_trials")
         _csv(d / f"amp_{backend}_summary.csv", su, "amp_summary")
+    # scaling: gloo ranks on the 16 cores (worlds 1..16, efficiency falling), one H100 (world 1 only)
+    write_scaling(d, "cpu", scaling_rows(
+        prov, "cpu", "cpu", EPYC, [1, 2, 4, 8, 16], step_1=0.012, efficiency=lambda n: 1.0 / (1 + 0.04 * (n - 1)),
+        process_group="gloo", threads=1, amp_mode="amp_bf16", collective_worlds=(2, 4, 8, 16), busbw_top=3.2,
+        dp="nn.DataParallel splits one process's batch over CUDA/ROCm GPUs (torch.cuda only); not on cpu",
+        copy_reason="cpu: one device (the host); no device-to-device copy"))
+    write_scaling(d, "cuda", scaling_rows(
+        prov, "cuda", "cuda:0", H100, [1], step_1=0.0009, efficiency=lambda n: 1.0, process_group="nccl", threads=1,
+        amp_mode="amp_fp16", copy_reason="device-to-device copies need at least 2 GPUs; 1 visible"))
     return d
 
 
@@ -365,5 +445,6 @@ def add_absent_backend(run_dir: Path, backend: str = "cuda") -> None:
            "status_detail": f"backend {backend!r}: no {backend.upper()} device visible to this torch build"}
     for name, kind in ((f"warmup_{backend}.csv", "warmup"), (f"matmul_{backend}.csv", "matmul"),
                        (f"transfer_{backend}.csv", "transfer"), (f"amp_{backend}_steps.csv", "amp_steps"),
-                       (f"amp_{backend}_trials.csv", "amp_trials"), (f"amp_{backend}_summary.csv", "amp_summary")):
+                       (f"amp_{backend}_trials.csv", "amp_trials"), (f"amp_{backend}_summary.csv", "amp_summary"),
+                       *[(registry.TABLES[t].filename(backend), t) for t in registry.STAGES["scaling"].tables]):
         _csv(run_dir / name, [row], kind)

@@ -45,8 +45,7 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert rc == 0
     raw = {}
     for path in run_csvs:
-        table = {"matmul": "matmul", "warmup": "warmup", "transfer": "transfer"}.get(path.stem.split("_")[0]) or \
-            "amp_" + path.stem.split("_")[-1]
+        table = registry.table_of(path.name)
         raw.setdefault(table, []).append(pd.read_csv(path))
     for table, frames in raw.items():
         expected = pd.concat(frames)
@@ -58,7 +57,7 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert matmul["tflops"].max() == pytest.approx(pd.concat(raw["matmul"])["tflops"].max())
     assert {"unstable", "invalid", "wrong_result", "skipped_budget", "oom", "unsupported"} <= set(matmul["status"])
     assert (matmul["source_file"].str.endswith(".csv")).all()
-    assert len(manifest["files_read"]) == len(run_csvs) == 16
+    assert len(manifest["files_read"]) == len(run_csvs) == 16 + 12  # + scaling: 4 tables x (cpu, cpu, cuda)
     # the transfer table is empty for the CPU run but exists with its documented header
     transfer = pd.read_csv(out / "transfer.csv")
     assert set(transfer["run_id"]) == {"gpu-node-h100"}
@@ -87,7 +86,8 @@ def test_runs_and_devices_tables(two_runs):
 
 def test_expected_files_follow_the_config():
     assert expected_files({"backends": ["cpu"]}) == [
-        "warmup_cpu.csv", "matmul_cpu.csv", "amp_cpu_steps.csv", "amp_cpu_trials.csv", "amp_cpu_summary.csv"]
+        "warmup_cpu.csv", "matmul_cpu.csv", "amp_cpu_steps.csv", "amp_cpu_trials.csv", "amp_cpu_summary.csv",
+        "scaling_cpu_trials.csv", "scaling_cpu.csv", "collectives_cpu.csv", "peer_copy_cpu.csv"]
     assert "transfer_cuda.csv" in expected_files({"backends": ["cpu", "cuda"]})
     assert "transfer_cpu.csv" not in expected_files({"backends": ["cpu", "cuda"]})
 

@@ -83,7 +83,8 @@ def satisfy_cross_keys(config: dict) -> dict:
     """Adjust a schema-valid config to the rules between keys (config.check_cross_keys), by setting
     the keys involved explicitly: warmup.window <= max_iters; amp.warmup_steps < steps;
     amp.batch_size <= data.n_train; amp.transformer.n_heads divides d_model; with a container
-    runtime only backends that have an image (cpu, cuda, rocm)."""
+    runtime only backends that have an image (cpu, cuda, rocm); scaling.sizes.min_bytes <= max_bytes,
+    scaling.world_sizes including 1 and within amp.data.n_train // amp.batch_size."""
     filled = cfg.with_defaults(config)
     if filled["container"]["runtime"] != "none":
         kept = [b for b in filled["backends"] if b in ("cpu", "cuda", "rocm")]
@@ -98,6 +99,16 @@ def satisfy_cross_keys(config: dict) -> dict:
     t = amp["transformer"]
     if t["d_model"] % t["n_heads"]:
         config.setdefault("amp", {}).setdefault("transformer", {})["d_model"] = t["n_heads"] * max(1, t["d_model"] // t["n_heads"])
+    # scaling: sizes in order; world size 1 measured; every world's global batch within amp.data.n_train
+    scaling = filled["scaling"]
+    sizes = scaling["sizes"]
+    if sizes["min_bytes"] > sizes["max_bytes"]:
+        config.setdefault("scaling", {}).setdefault("sizes", {})["min_bytes"] = sizes["max_bytes"]
+    worlds = scaling["world_sizes"]
+    if worlds:
+        batch = min(amp["batch_size"], amp["data"]["n_train"])
+        most = max(1, amp["data"]["n_train"] // batch)
+        config.setdefault("scaling", {})["world_sizes"] = sorted({1} | {w for w in worlds if w <= most})
     return config
 
 

@@ -1,5 +1,6 @@
 """The whole DAG, for real: `snakemake` on a tiny config in a temporary directory, then the outputs
-checked — files exist, documented columns, plausible values."""
+checked — files exist, documented columns, plausible values. The scaling stage is switched on here (gloo
+world sizes 1 and 2 on the 2 cores, so the run uses cpu_threads: 2)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import yaml
 
 from accelbench import registry
-from tiny_config import TINY
+from accelbench.run import launch
+from tiny_config import SCALING_ON, TINY
 from workflow_runner import run_snakemake
 
 PLOTS = list(registry.FIGURES)
@@ -24,7 +26,7 @@ def snakemake(workdir: Path, *args: str, timeout: int = 900):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("pipeline")
-    (work / "config.yaml").write_text(yaml.safe_dump(TINY))
+    (work / "config.yaml").write_text(yaml.safe_dump({**TINY, "cpu_threads": 2, "scaling": SCALING_ON}))
     proc = snakemake(work, "--cores", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return work
@@ -67,7 +69,7 @@ def test_matmul_values_plausible(tiny_run):
     assert ((fp32["tflops"] - expected).abs() <= 1e-6 * expected).all()
     assert (fp32["ci95_low_s"] <= fp32["median_s"]).all() and (fp32["median_s"] <= fp32["ci95_high_s"]).all()
     assert (fp32["rel_error"] < fp32["rel_error_max"]).all()
-    assert (df["threads"] == 1).all()
+    assert (df["threads"] == 2).all()
 
 
 @pytest.mark.slow
@@ -104,3 +106,58 @@ def test_snakemakes_own_report(tiny_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = out.read_text(errors="replace")
     assert "matmul_tflops" in html and "devices.json" in html
+
+
+# ---- scaling (switched on for this run) --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_scaling_world_sizes_1_and_2_ran_as_separate_processes(tiny_run):
+    """gloo world sizes 1 and 2: one and two rank processes (their pid files), none of them left running,
+    every DDP trial of both worlds ok, the two ranks of world 2 on two processes of this host."""
+    run = tiny_run / "results" / "tiny"
+    work = run / registry.work_dir("scaling", "cpu")
+    pids = {n: launch.read_pid_files(work / f"ws{n}") for n in (1, 2)}
+    assert len(pids[1]) == 1 and len(pids[2]) == 2 and len(set(pids[1]) | set(pids[2])) == 3, pids
+    assert not any(launch.pid_alive(p) for p in pids[1] + pids[2])
+    trials = pd.read_csv(run / "scaling_cpu_trials.csv")
+    ddp = trials[trials["method"] == "ddp"]
+    assert sorted(set(ddp["world_size"])) == [1, 2] and (ddp["status"] == "ok").all(), ddp
+    assert len(ddp) == 2 * 2 * 2  # worlds x seeds x (fp32, amp_bf16)
+    assert (ddp["process_group"] == "gloo").all() and (ddp["threads_per_rank"] == 1).all()
+    assert set(ddp[ddp["world_size"] == 2]["devices"].str.count(",")) == {1}  # two ranks
+    assert (ddp["global_batch"] == ddp["world_size"] * TINY["amp"]["batch_size"]).all()
+    log = (run / registry.log_file("scaling", "cpu")).read_text()
+    assert "left running: none" in log and "port free again: True" in log
+
+
+@pytest.mark.slow
+def test_scaling_efficiency_and_loss_equivalence(tiny_run):
+    summary = pd.read_csv(tiny_run / "results" / "tiny" / "scaling_cpu.csv")
+    ddp = summary[summary["method"] == "ddp"].set_index(["world_size", "mode"])
+    for mode in ("fp32", "amp_bf16"):
+        two = ddp.loc[(2, mode)]
+        assert two["status"] == "ok" and two["trials"] == 2
+        assert 0 < two["scaling_efficiency"] and two["efficiency_ci95_low"] <= two["scaling_efficiency"] \
+            <= two["efficiency_ci95_high"]
+        assert two["step_ci95_low_s"] <= two["step_median_s"] <= two["step_ci95_high_s"]
+        assert ddp.loc[(1, mode)]["scaling_efficiency"] == pytest.approx(1.0)
+    trials = pd.read_csv(tiny_run / "results" / "tiny" / "scaling_cpu_trials.csv")
+    ddp_trials = trials[trials["method"] == "ddp"]
+    assert ddp_trials["loss_matches_single"].astype(str).eq("True").all(), ddp_trials[
+        ["world_size", "mode", "seed", "loss_max_rel_diff", "loss_tolerance"]]
+    assert (ddp_trials["loss_max_rel_diff"] <= ddp_trials["loss_tolerance"]).all()
+    dp = trials[trials["method"] == "dp"]
+    assert set(dp["status"]) == {"unsupported"}  # nn.DataParallel needs CUDA/ROCm GPUs
+
+
+@pytest.mark.slow
+def test_scaling_collectives_have_bus_bandwidth(tiny_run):
+    df = pd.read_csv(tiny_run / "results" / "tiny" / "collectives_cpu.csv")
+    assert set(df["world_size"]) == {2} and set(df["collective"]) == {"all_reduce", "all_gather", "reduce_scatter",
+                                                                       "broadcast"}
+    assert (df["status"] == "ok").all(), df[["collective", "size_bytes", "status"]]
+    assert (df["busbw_gbps"] > 0).all() and (df["algbw_gbps"] > 0).all()
+    assert df["busbw_gbps"].to_numpy() == pytest.approx((df["algbw_gbps"] * df["busbw_factor"]).to_numpy())
+    assert df["algbw_gbps"].to_numpy() == pytest.approx((df["size_bytes"] / df["median_s"] / 1e9).to_numpy())
+    html = (tiny_run / "results" / "report.html").read_text()
+    assert 'id="scaling-table"' in html and 'data-world="2"' in html and "scaling-off" not in html

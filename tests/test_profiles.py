@@ -159,7 +159,7 @@ def test_slurm_every_job_has_runtime_and_memory(slurm_jobs):
 
 def test_slurm_cpu_benchmarks_get_the_node_to_themselves(slurm_jobs):
     for job in slurm_jobs:
-        exclusive = job["rule"] in {"warmup", "matmul", "amp"} and job["backend"] == "cpu"
+        exclusive = job["rule"] in {"warmup", "matmul", "amp", "scaling"} and job["backend"] == "cpu"
         assert (job["resources"].get("slurm_extra") == "--exclusive") == exclusive, job
 
 
@@ -252,7 +252,7 @@ def test_example_profiles_ask_for_gpus_only_on_gpu_backends():
         for rule in BENCH_RULES:
             expr = set_res[rule][key]
             for backend in ("cpu", "cuda", "rocm"):
-                value = eval(expr, {"wildcards": SimpleNamespace(backend=backend)})
+                value = eval(expr, {"wildcards": SimpleNamespace(backend=backend), "threads": 1})
                 asks = value not in (None, "", "-x", 0)
                 assert asks == (backend != "cpu"), (name, rule, backend, value)
         assert set_res["detect"][key], (name, "detect runs on the GPU node")

@@ -32,6 +32,10 @@ KEYS = {
     "amp_steps": ["device", "workload", "mode", "seed", "step"],
     "amp_trials": ["device", "workload", "mode", "seed"],
     "amp_summary": ["device", "workload", "mode"],
+    "scaling_trials": ["device", "method", "workload", "mode", "world_size", "seed"],
+    "scaling": ["device", "method", "workload", "mode", "world_size"],
+    "collectives": ["device", "collective", "world_size", "size_bytes"],
+    "peer_copy": ["device", "src", "dst", "peer"],
 }
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
 TIMING = re.compile(
@@ -102,7 +106,7 @@ def _changed(value):
     if isinstance(value, str):
         return value + "x"
     if isinstance(value, list):
-        return value[:-1] if len(value) > 1 else value + value
+        return value[:-1] if len(value) > 1 else (value + value if value else [1])  # [] (scaling.world_sizes) -> [1]
     raise AssertionError(value)
 
 

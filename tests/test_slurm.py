@@ -28,13 +28,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from accelbench import registry
 from tiny_config import TINY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = Path(os.environ.get("ACCELBENCH_SLURM_BASE", "/tmp/slurm-local"))
-GPU_RULES = {"warmup", "matmul", "transfer", "amp"}
+GPU_RULES = {s.rule for s in registry.DEVICE_STAGES}
 GPU_PARTITION_EXPR = "'gpu' if wildcards.backend in ('cuda', 'rocm') else 'debug'"
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 SBATCH = re.compile(r"^sbatch call: (sbatch .*)$", re.M)
@@ -105,7 +106,7 @@ def make_profile(tmp: Path) -> Path:
     })
     set_res = profile.setdefault("set-resources", {}) or {}
     profile["set-resources"] = set_res
-    for rule in ["run_info", "detect", "warmup", "matmul", "transfer", "amp", "aggregate", "plots", "report"]:
+    for rule in [st.rule for st in registry.STAGES.values() if st.kind != "tool"]:
         set_res.setdefault(rule, {})["mem_mb"] = 1000
     for rule in GPU_RULES:
         set_res[rule]["slurm_partition"] = GPU_PARTITION_EXPR
@@ -190,10 +191,10 @@ def slurm_run(slurm_cluster, tmp_path_factory):
 
 def test_every_job_went_through_sbatch_and_completed(slurm_run):
     who, jobs, work = slurm_run["who"], slurm_run["jobs"], slurm_run["work"]
-    assert len(who) == expected_job_count(slurm_run["out"]) == 12, sorted(who.values())
+    assert len(who) == expected_job_count(slurm_run["out"]) == 14, sorted(who.values())
     assert sorted(who.values()) == sorted([
         "run_info", "detect", "warmup:cpu", "warmup:cuda", "matmul:cpu", "matmul:cuda", "transfer:cuda",
-        "amp:cpu", "amp:cuda", "aggregate", "plots", "report"])
+        "amp:cpu", "amp:cuda", "scaling:cpu", "scaling:cuda", "aggregate", "plots", "report"])
     names = {j["JobName"] for j in jobs.values()}
     assert len(names) == 1 and names.pop().startswith("accelbench_"), "one run, the profile's job name prefix"
     for jid, job in jobs.items():
@@ -225,7 +226,7 @@ def test_partition_expression_and_cpu_exclusivity(slurm_run):
         rule, _, backend = name.partition(":")
         expect = "gpu" if (rule in GPU_RULES and backend == "cuda") else "debug"
         assert jobs[jid]["Partition"] == expect, (name, jobs[jid]["Partition"])
-        exclusive = rule in {"warmup", "matmul", "amp"} and backend == "cpu"
+        exclusive = rule in {"warmup", "matmul", "amp", "scaling"} and backend == "cpu"
         assert ("--exclusive" in lines[jid]) == exclusive, (name, lines[jid])
 
 

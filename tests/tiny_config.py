@@ -24,3 +24,17 @@ TINY = {
         "transformer": {"d_model": 16, "n_heads": 2, "ff": 32, "seq_len": 4, "layers": 1},
     },
 }
+
+# The scaling stage switched on (it is off by default), sized for 2 cores: gloo world sizes 1 and 2 (one
+# thread per rank; needs cpu_threads >= 2), the mlp workload, two seeds for an efficiency interval, the four
+# collectives at 1 KiB, 32 KiB and 1 MiB. tests/test_pipeline.py runs the whole DAG with it.
+SCALING_ON = {
+    "enabled": True,
+    "world_sizes": [1, 2],
+    "workloads": ["mlp"],
+    "seeds": [0, 1],
+    "collectives": ["all_reduce", "all_gather", "reduce_scatter", "broadcast"],
+    "sizes": {"min_bytes": 1024, "max_bytes": 1048576, "factor": 32},
+    "timeout_s": 300,
+    "min_run_time_s": 0.02,
+}

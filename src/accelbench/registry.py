@@ -117,6 +117,35 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           extra=("amp_dtype", "baseline_step_s_mean", "baseline_test_acc_mean", "accuracy_tolerance", "status"),
           numeric=("trials", "step_s_mean", "speedup", "speedup_ci95_low", "speedup_ci95_high", "test_acc_mean",
                    "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high")),
+    # ---- scaling (stages/scaling.py): DDP/DataParallel weak scaling, collectives, device-to-device copies ----
+    Table("scaling_trials", "scaling", "scaling_{backend}_trials.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "method", "workload", "mode", "world_size", "seed", "devices", "process_group", "threads_per_rank",
+              "global_batch", "samples_per_s", "step_median_s", "step_ci95_low_s", "step_ci95_high_s", "final_loss",
+              "test_acc", "loss_max_rel_diff", "loss_tolerance", "loss_matches_single", "status")),
+          extra=("per_rank_batch", "amp_dtype", "steps", "warmup_steps", "status_detail"),
+          numeric=("world_size", "seed", "threads_per_rank", "global_batch", "samples_per_s", "step_median_s",
+                   "step_ci95_low_s", "step_ci95_high_s", "final_loss", "test_acc", "loss_max_rel_diff",
+                   "loss_tolerance")),
+    Table("scaling", "scaling", "scaling_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "method", "workload", "mode", "world_size", "devices", "process_group", "threads_per_rank", "trials",
+              "samples_per_s", "step_median_s", "step_ci95_low_s", "step_ci95_high_s", "scaling_efficiency",
+              "efficiency_ci95_low", "efficiency_ci95_high", "loss_matches_single", "status")),
+          extra=("global_batch", "loss_max_rel_diff", "loss_tolerance", "status_detail"),
+          numeric=("world_size", "threads_per_rank", "trials", "samples_per_s", "step_median_s", "step_ci95_low_s",
+                   "step_ci95_high_s", "scaling_efficiency", "efficiency_ci95_low", "efficiency_ci95_high")),
+    Table("collectives", "scaling", "collectives_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "collective", "world_size", "devices", "process_group", "size_bytes", "dtype", "median_s", "ci95_low_s",
+              "ci95_high_s", "algbw_gbps", "busbw_gbps", "busbw_factor", "repeats", "status")),
+          extra=("blocks", "calls_per_block", "threads_per_rank", "status_detail"),
+          numeric=("world_size", "size_bytes", "median_s", "ci95_low_s", "ci95_high_s", "algbw_gbps", "busbw_gbps",
+                   "busbw_factor", "repeats")),
+    Table("peer_copy", "scaling", "peer_copy_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, ("src", "dst", "peer", "size_bytes", "median_s", "gbps", "status")),
+          extra=("ci95_low_s", "ci95_high_s", "repeats", "status_detail"),
+          numeric=("size_bytes", "median_s", "gbps")),
 )}
 # the tables written per run (the others are made by aggregate from run.json and devices.json)
 RUN_TABLES = tuple(name for name, t in TABLES.items() if t.file)
@@ -146,6 +175,9 @@ class Stage:
     checkpoint: bool = False
     mem_mb: int = 2000
     runtime_min: int = 10
+    # The stage wants every device of one node at once (several ranks, one per GPU): its job asks for
+    # config cluster.gpus_per_node GPUs (SLURM --gpus=N) and one host thread per GPU (--cpus-per-task).
+    whole_node: bool = False
 
     @property
     def rule(self) -> str:
@@ -170,6 +202,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("amp", "accelbench.stages.amp", "AMP vs FP32 training trials", "device",
           tables=("amp_steps", "amp_trials", "amp_summary"), method_version=2, checkpoint=True, mem_mb=8000,
           runtime_min=60),
+    Stage("scaling", "accelbench.stages.scaling",
+          "multi-device scaling: DDP/DataParallel training over world sizes, collectives, device-to-device copies",
+          "device", tables=("scaling_trials", "scaling", "collectives", "peer_copy"), method_version=1,
+          mem_mb=16000, runtime_min=120, whole_node=True),
     Stage("aggregate", "accelbench.reporting.aggregate", "gather every run's CSVs under results/ into tidy tables",
           "report"),
     Stage("plots", "accelbench.reporting.plots", "seaborn figures (PNG and SVG) from the aggregated tables", "report"),
@@ -210,6 +246,9 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("transfer", ("transfer",)),
     Figure("amp_step_time", ("amp_trials", "amp_summary")),
     Figure("amp_loss", ("amp_steps",)),
+    Figure("scaling_efficiency", ("scaling",), category="Scaling"),
+    Figure("collective_busbw", ("collectives",), category="Scaling"),
+    Figure("peer_copy", ("peer_copy",), category="Scaling"),
 )}
 
 
@@ -239,6 +278,11 @@ def run_files(config_backends) -> list[str]:
 
 def checkpoint_file(stage: str, backend: str) -> str:
     return f"checkpoints/{stage}_{backend}.jsonl"
+
+
+def work_dir(stage: str, backend: str) -> str:
+    """A stage's scratch folder in a run (the scaling stage: launcher logs, rank pid files, rank results)."""
+    return f"work/{stage}_{backend}"
 
 
 def log_file(stage: str, backend: str | None = None) -> str:

@@ -63,6 +63,32 @@ def gpu_count(wildcards):
     return 1 if backends.CLASSES[wildcards.backend].needs_gpu_resource else None
 
 
+def stage_gpus(stage):
+    """The gpu resource of a device stage's job: one GPU on GPU backends; a stage that uses every device of a
+    node at once (registry Stage.whole_node: scaling) asks for config cluster.gpus_per_node of them (SLURM
+    --gpus=N). None on other backends."""
+
+    def gpus(wildcards):
+        if not gpu_count(wildcards):
+            return None
+        return config["cluster"]["gpus_per_node"] if stage.whole_node else 1
+
+    return gpus
+
+
+def stage_threads(stage):
+    """Threads of a device stage's job (snakemake threads -> SLURM --cpus-per-task): bench_threads, and for a
+    whole-node stage on an accelerator one host thread per GPU it holds (one per rank)."""
+
+    def threads(wildcards):
+        base = bench_threads(wildcards)
+        gpus = stage_gpus(stage)(wildcards)
+        host = backends.CLASSES[wildcards.backend].host_threads
+        return host * gpus if gpus and host is not None else base
+
+    return threads
+
+
 def gpu_model(wildcards):
     """SLURM plugin resource gpu_model (-> sbatch --gpus=<model>:1) for GPU stages when
     config cluster.gpu_model names one; None (unset) otherwise, so CPU stages never ask for a GPU."""

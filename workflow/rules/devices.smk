@@ -3,7 +3,9 @@
 # has the same inputs (run.json, devices.json, the backend's image record), container, launcher, threads,
 # resources and log, and none can miss one. On one backend they run one after another, in registry order
 # (the input `after`): two measurements never share a device. resources: bench=1 lets a profile keep
-# measurements of different backends apart too (--resources bench=1).
+# measurements of different backends apart too (--resources bench=1). A stage that uses every device of a node
+# (registry Stage.whole_node: scaling) asks for cluster.gpus_per_node GPUs and one host thread per GPU
+# (common.smk stage_gpus, stage_threads); the others one GPU.
 
 
 def device_stage_inputs(stage):
@@ -29,11 +31,11 @@ for _stage in registry.DEVICE_STAGES:
             [run_path(registry.TABLES[t].file) for t in _stage.tables],
         log:
             run_path(registry.log_file(_stage.name, "{backend}")),
-        threads: bench_threads
+        threads: stage_threads(_stage)
         resources:
             mem_mb=_stage.mem_mb,
             runtime=_stage.runtime_min,
-            gpu=gpu_count,
+            gpu=stage_gpus(_stage),
             gpu_model=gpu_model,
             bench=1,
         params:

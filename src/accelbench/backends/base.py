@@ -306,6 +306,53 @@ class Backend:
         """None when host memory can be pinned for copies to this device; else why not."""
         return None
 
+    # ---- several devices: DDP ranks, DataParallel, device-to-device copies (stages/scaling.py) -------
+    def scaling_support(self) -> str | None:
+        """None when DistributedDataParallel can train on this backend's devices; else why not (one line)."""
+        return None if self.collective else f"{self.name}: no torch.distributed backend for its devices"
+
+    def max_world_size(self, devices: list[str], threads: int) -> int:
+        """The most ranks one node runs: one per device (the CPU overrides: one per granted core)."""
+        return len(devices)
+
+    def threads_per_rank(self, threads: int, max_world_size: int) -> int:
+        """Host threads each rank uses: ``host_threads`` (one to feed its device) on accelerators."""
+        return self.host_threads or 1
+
+    def rank_device(self, local_rank: int, devices: list[str]) -> str:
+        """The device the rank ``local_rank`` of a node trains on: its own device."""
+        return devices[local_rank]
+
+    def bind_rank(self, device: str) -> None:
+        """Make ``device`` this rank process's current device before its process group starts."""
+
+    def process_group_options(self, device: str) -> dict:
+        """Keyword arguments of ``torch.distributed.init_process_group`` for a rank on ``device``
+        (``timeout`` is added by the caller)."""
+        return {"backend": self.collective}
+
+    def ddp_options(self, device: str) -> dict:
+        """Keyword arguments of ``DistributedDataParallel`` for a model on ``device``."""
+        return {}
+
+    def data_parallel_support(self, n_devices: int) -> str | None:
+        """None when ``nn.DataParallel`` can split a batch over ``n_devices`` devices of this process."""
+        return (f"nn.DataParallel splits one process's batch over CUDA/ROCm GPUs (torch.cuda only); "
+                f"not on {self.name}")
+
+    def data_parallel(self, model, devices: list[str]):
+        """``model`` wrapped in ``nn.DataParallel`` over ``devices`` (the first one gathers the outputs)."""
+        raise NotImplementedError(self.data_parallel_support(len(devices)))
+
+    def peer_copy_support(self, n_devices: int) -> str | None:
+        """None when copies between two devices of this backend can be measured; else why not."""
+        return (f"device-to-device copies need at least 2 devices of one kind with peer access; {self.name} "
+                f"has {n_devices} and no peer-copy path here")
+
+    def can_access_peer(self, src: str, dst: str) -> bool:
+        """Whether ``src`` and ``dst`` can copy directly (peer-to-peer), without staging through the host."""
+        return False
+
     # ---- containers -------------------------------------------------------------------------------
     def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
         """``docker|podman run`` arguments that give a container this backend's devices. ``device_gids``: the

@@ -437,3 +437,19 @@ class CpuBackend(Backend):
 
     def pinned_memory_support(self) -> str | None:
         return "cpu: no host<->device copy (the host is the device)"
+
+    # ---- several ranks: gloo processes that split the granted cores
+    def max_world_size(self, devices: list[str], threads: int) -> int:
+        """One rank per granted core: every rank keeps at least one thread."""
+        return max(1, int(threads))
+
+    def threads_per_rank(self, threads: int, max_world_size: int) -> int:
+        """The granted cores split evenly over the largest world, so every world size gives each rank the
+        same share of the CPU (the CPU analogue of one GPU per rank): world size 1 is one such share."""
+        return max(1, int(threads) // max(1, int(max_world_size)))
+
+    def rank_device(self, local_rank: int, devices: list[str]) -> str:
+        return "cpu"
+
+    def peer_copy_support(self, n_devices: int) -> str | None:
+        return "cpu: one device (the host); no device-to-device copy"

@@ -200,6 +200,39 @@ class CudaLikeBackend(Backend):
     def visible_devices_variable(self) -> str:
         return "CUDA_VISIBLE_DEVICES"
 
+    # ---- several GPUs: NCCL (RCCL) ranks, nn.DataParallel, peer copies
+    def bind_rank(self, device: str) -> None:
+        """``torch.cuda.set_device``: NCCL and DDP use the current device of each rank."""
+        self.torch.cuda.set_device(device_index(device))
+
+    def process_group_options(self, device: str) -> dict:
+        """nccl, bound to the rank's GPU (``device_id`` lets NCCL set up its communicator eagerly)."""
+        return {"backend": self.collective, "device_id": self.torch.device(device)}
+
+    def ddp_options(self, device: str) -> dict:
+        index = device_index(device)
+        return {"device_ids": [index], "output_device": index}
+
+    def data_parallel_support(self, n_devices: int) -> str | None:
+        if n_devices < 2:
+            return f"nn.DataParallel needs at least 2 GPUs; {n_devices} visible"
+        return None
+
+    def data_parallel(self, model, devices: list[str]):
+        """``nn.DataParallel(model, device_ids, output_device=first)``: the tutorial's single-process
+        multi-GPU training, which scatters each batch and replicates the model on every step."""
+        ids = [device_index(d) for d in devices]
+        return self.torch.nn.DataParallel(model, device_ids=ids, output_device=ids[0])
+
+    def peer_copy_support(self, n_devices: int) -> str | None:
+        if n_devices < 2:
+            return f"device-to-device copies need at least 2 GPUs; {n_devices} visible"
+        return None
+
+    def can_access_peer(self, src: str, dst: str) -> bool:
+        """``torch.cuda.can_device_access_peer``: PyTorch enables peer access by itself for such pairs."""
+        return bool(self.torch.cuda.can_device_access_peer(device_index(src), device_index(dst)))
+
 
 class CudaBackend(CudaLikeBackend):
     """NVIDIA GPUs: TF32 from Ampere (8.0), fp8 from Ada/Hopper (8.9), NVML telemetry, CDI or ``--gpus``."""

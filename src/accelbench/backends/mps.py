@@ -36,6 +36,10 @@ class MpsBackend(Backend):
         self.mac_ver = mac_ver
         self.run = run
 
+    def scaling_support(self) -> str | None:
+        """One MPS device per Mac, and gloo reduces CPU tensors only: DDP has nothing to scale over."""
+        return "mps: one device per machine and no collective library for MPS tensors (gloo reduces CPU tensors)"
+
     def devices(self) -> list[str]:
         mps = getattr(self.torch.backends, "mps", None)
         if mps is None or not mps.is_available():

@@ -199,3 +199,19 @@ class XlaBackend(Backend):
 
     def pinned_memory_support(self) -> str | None:
         return "xla: host buffers are handed to the runtime, which does its own staging; no pinned copies"
+
+    # ---- several ranks: torch_xla's PJRT process group
+    def rank_device(self, local_rank: int, devices: list[str]) -> str:
+        """Under PJRT a rank process may address only its own chip: then that is its one device."""
+        return devices[local_rank] if local_rank < len(devices) else devices[0]
+
+    def bind_rank(self, device: str) -> None:
+        """Importing ``torch_xla.distributed.xla_backend`` registers the ``xla`` process-group backend."""
+        self._import("torch_xla.distributed.xla_backend")
+
+    def process_group_options(self, device: str) -> dict:
+        return {"backend": "xla", "init_method": "xla://"}
+
+    def ddp_options(self, device: str) -> dict:
+        """torch_xla's DDP guidance: gradients as bucket views, no buffer broadcast per forward."""
+        return {"gradient_as_bucket_view": True, "broadcast_buffers": False}

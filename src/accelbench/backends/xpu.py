@@ -66,6 +66,14 @@ class XpuBackend(Backend):
     def synchronize(self, device: str) -> None:
         self._xpu().synchronize(device)
 
+    def bind_rank(self, device: str) -> None:
+        """``torch.xpu.set_device``: XCCL uses the current device of each rank."""
+        self._xpu().set_device(int(device.split(":")[1]) if ":" in device else 0)
+
+    def ddp_options(self, device: str) -> dict:
+        index = int(device.split(":")[1]) if ":" in device else 0
+        return {"device_ids": [index], "output_device": index}
+
     def device_scope(self, device: str):
         return self._xpu().device(device)
 

@@ -70,7 +70,7 @@ def series(tables: dict) -> pd.DataFrame:
     """
     keys = ["run_id", "backend", "device", "device_name"]
     parts = []
-    for name in ("matmul", "warmup", "transfer", "amp_trials", "amp_summary"):
+    for name in ("matmul", "warmup", "transfer", "amp_trials", "amp_summary", "scaling", "collectives"):
         df = tables.get(name)
         if df is not None and not df.empty and set(keys) <= set(df.columns):
             parts.append(df[keys])

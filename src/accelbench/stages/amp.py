@@ -42,6 +42,7 @@ import math
 import timeit
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -189,6 +190,22 @@ def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch) -> 
 # ---------------------------------------------------------------- one trial
 
 @dataclass(frozen=True)
+class Replica:
+    """How one process takes part in a data-parallel trial (``stages/scaling.py``).
+
+    ``wrap`` turns the built model into the parallel one (``DistributedDataParallel``, ``nn.DataParallel``);
+    with ``world_size`` ranks every step draws one *global* batch of ``world_size`` x ``amp.batch_size``
+    examples from the same seeded order as a single process would, and rank ``rank`` trains on its slice;
+    ``mean_loss`` turns this rank's loss tensor into the mean over all ranks (an all-reduce), read after the
+    step's clock has stopped. A single process with ``nn.DataParallel`` is ``rank=0, world_size=1``."""
+
+    rank: int = 0
+    world_size: int = 1
+    wrap: Callable | None = None
+    mean_loss: Callable | None = None
+
+
+@dataclass(frozen=True)
 class Trial:
     backend: str  # name
     device: str
@@ -199,9 +216,11 @@ class Trial:
 
 
 def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, backend: Backend, threads: int,
-              steps_out: list) -> dict:
+              steps_out: list, replica: Replica | None = None) -> dict:
     """Train one model in one mode; append a row per step to ``steps_out``; return the trial row.
 
+    With ``replica`` this process is one rank of a data-parallel trial (see ``Replica``); the rows then
+    hold the mean loss over ranks and ``samples_per_s`` counts the global batch.
     Exceptions propagate (the caller records them); steps finished before one stay in ``steps_out``."""
     torch = backend.torch
     sync = backend.synchronizer(trial.device)
@@ -210,13 +229,19 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     batch = amp_cfg["batch_size"]
     key = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
            "workload": trial.workload, "mode": mode, "seed": trial.seed}
+    replica = replica or Replica()
+    world = replica.world_size
     x_tr, y_tr, x_te, y_te = (t.to(device) for t in data)
     # The batch order stays on the host: each step's row of indices is picked there and moved to the device.
     # Indexing a device tensor with the step number would put a new constant into XLA's traced graph at
     # every step (one compilation per step, timed as training); a moved index tensor is data, not graph.
-    order = batch_order(len(y_tr), batch, n_steps, trial.seed, torch)
+    # Under DDP every rank takes its own slice of the global batch.
+    order = batch_order(len(y_tr), batch * world, n_steps, trial.seed, torch)
+    order = order[:, replica.rank * batch:(replica.rank + 1) * batch].contiguous()
     torch.manual_seed(trial.seed)
     model = WORKLOADS[trial.workload](amp_cfg, torch).to(device)
+    if replica.wrap is not None:
+        model = replica.wrap(model)
     opt = torch.optim.Adam(model.parameters(), lr=amp_cfg["lr"])
     scaler = grad_scaler(mode, policy, torch)
     amp_dtype = policy.dtype if mode.startswith("amp_") else "float32"
@@ -244,7 +269,7 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
                 opt.step()
             sync()
             step_s = timer() - t0
-            loss_value = float(loss.detach())
+            loss_value = float(replica.mean_loss(loss.detach())) if replica.mean_loss else float(loss.detach())
             step_scale, skipped = scale, False
             if scaler is not None:
                 scale = float(scaler.get_scale())
@@ -279,7 +304,7 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     majority = float(np.bincount(data[3].numpy()).max() / len(data[3]))
     return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
             "step_median_s": median_s, "step_iqr_s": iqr_s,
-            "samples_per_s": batch / median_s if median_s > 0 else math.nan,
+            "samples_per_s": batch * world / median_s if median_s > 0 else math.nan,
             "peak_mem_bytes": peak_bytes, "mem_kind": mem_kind,
             "first_loss": losses[0] if losses else math.nan,
             "final_loss": float(np.mean(losses[-FINAL_LOSS_STEPS:])) if losses else math.nan,
@@ -290,10 +315,11 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
 
 
 def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, backend: Backend, threads: int,
-                     steps_out: list) -> dict:
+                     steps_out: list, replica: Replica | None = None) -> dict:
     """``run_trial``, with any exception recorded as this trial's status (``oom`` or ``error``)."""
     try:
-        return run_trial(trial, amp_cfg, data, policy, backend=backend, threads=threads, steps_out=steps_out)
+        return run_trial(trial, amp_cfg, data, policy, backend=backend, threads=threads, steps_out=steps_out,
+                         replica=replica)
     except Exception as exc:  # one failed trial must not stop the others
         oom = backend.is_oom(exc)
         if oom:
