@@ -177,14 +177,19 @@ def build_transformer(amp_cfg: dict, torch):
 WORKLOADS = {"mlp": build_mlp, "transformer": build_transformer}
 
 
-def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch) -> "torch.Tensor":
-    """(steps, batch_size) example indices: shuffled epochs from a generator seeded by ``seed`` alone,
-    so every mode of a seed sees the same batches in the same order (last partial batch dropped)."""
+def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch, *, rank: int = 0,
+                world_size: int = 1) -> "torch.Tensor":
+    """(steps, batch_size) example indices on the host: shuffled epochs of global batches
+    (``batch_size`` x ``world_size``) from a generator seeded by ``seed`` alone, so every mode of a seed sees
+    the same batches in the same order (last partial batch dropped); rank ``rank`` of a DDP world gets its
+    slice of each global batch, and the slices of all ranks make up what one process would see."""
     gen = torch.Generator().manual_seed(seed)
-    per_epoch = n_train // batch_size
+    global_batch = batch_size * world_size
+    per_epoch = n_train // global_batch
     epochs = -(-steps // per_epoch)
-    idx = torch.cat([torch.randperm(n_train, generator=gen)[: per_epoch * batch_size] for _ in range(epochs)])
-    return idx[: steps * batch_size].view(steps, batch_size)
+    idx = torch.cat([torch.randperm(n_train, generator=gen)[: per_epoch * global_batch] for _ in range(epochs)])
+    order = idx[: steps * global_batch].view(steps, global_batch)
+    return order[:, rank * batch_size:(rank + 1) * batch_size].contiguous() if world_size > 1 else order
 
 
 # ---------------------------------------------------------------- one trial
@@ -236,8 +241,7 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     # Indexing a device tensor with the step number would put a new constant into XLA's traced graph at
     # every step (one compilation per step, timed as training); a moved index tensor is data, not graph.
     # Under DDP every rank takes its own slice of the global batch.
-    order = batch_order(len(y_tr), batch * world, n_steps, trial.seed, torch)
-    order = order[:, replica.rank * batch:(replica.rank + 1) * batch].contiguous()
+    order = batch_order(len(y_tr), batch, n_steps, trial.seed, torch, rank=replica.rank, world_size=world)
     torch.manual_seed(trial.seed)
     model = WORKLOADS[trial.workload](amp_cfg, torch).to(device)
     if replica.wrap is not None:
