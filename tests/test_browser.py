@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench import registry
 from fixture_runs import build
 
 pytestmark = pytest.mark.browser
@@ -91,7 +92,7 @@ def test_report_in_chromium(browser, fixtures, name):
     assert browser.execute_script("return document.readyState") == "complete"
     images = browser.execute_script(
         "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
-    assert len(images) == 7
+    assert len(images) == len(registry.FIGURES)
     broken = [alt for alt, complete, width in images if not complete or width <= 0]
     assert not broken, f"figures not decoded: {broken}"
 
