@@ -5,10 +5,15 @@
 - on: the same measurement inside a telemetry window (``measure.telemetry.DeviceTelemetry.window``): the
   backend's reader (``Backend.telemetry_reader``) read every ``1 / --hz`` s on a background thread.
 
-Interleaved rounds (the order alternates every round) with an idle gap before each measurement, so slow
-phases of a shared machine hit both alike; each mode's figure is the median over rounds. Per size the
-ratio on / off of GFLOP/s; the last line is its geometric mean over sizes (target >= 0.99). Above it, what
-one reading costs (the reader alone, timed in a loop) and how many readings a window took.
+Paired, interleaved rounds: every round measures off and on back to back (the order alternating from round
+to round) after an idle gap each, so a slow phase of a shared machine hits both of a pair alike. Per size:
+each mode's median GFLOP/s over rounds, the median over rounds of the pair's ratio on / off (the headline:
+pairing cancels drifts slower than a pair), and the ratio of the two modes' best rounds (interference only
+ever slows a measurement down, so the best of each is its least disturbed reading). The last line is the
+geometric mean over sizes of the paired ratio (target >= 0.99). Above it, what one reading costs (the
+reader alone, timed in a loop), the share of one core that is at ``--hz``, how many readings a window took,
+and the CPU time the sampling thread actually used over all windows (``time.thread_time``: unlike the
+throughput ratio, not blurred by whatever else the machine runs).
 
     python bench/telemetry_overhead.py [--sizes 256 512 1024] [--threads 2] [--rounds 7] [--hz 20]
     python bench/telemetry_overhead.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192   # on a GPU
@@ -82,8 +87,9 @@ def main() -> None:
     print(f"one reading: {cost:.1f} us (at {args.hz:g} Hz: {cost * args.hz / 1e4:.3f}% of one core)")
     measurer = Measurer(backend.synced_timer(args.device), min_run_time_s=args.min_run_time, threads=args.threads)
     kernels = TorchMatmul(args.device, backend, measurer=measurer, seed=0)
-    print(f"{'n':>6} {'off GFLOP/s':>12} {'on GFLOP/s':>12} {'on/off':>7} {'readings':>9}"
-          f"   (median of {args.rounds} interleaved rounds; range = (max - min) / median)")
+    print(f"{'n':>6} {'off GFLOP/s':>12} {'on GFLOP/s':>12} {'on/off':>7} {'readings':>9} {'best on/off':>12}"
+          f"   (medians of {args.rounds} paired rounds; on/off: median of the pairs' ratios; "
+          "range = (max - min) / median)")
     ratios = []
     for n in args.sizes:
         got = {"off": [], "on": []}
@@ -96,14 +102,20 @@ def main() -> None:
                 if mode == "on":
                     readings.append(k)
         med = {m: statistics.median(v) for m, v in got.items()}
-        ratios.append(med["on"] / med["off"])
+        ratios.append(statistics.median(on / off for on, off in zip(got["on"], got["off"])))
+        best = max(got["on"]) / max(got["off"])
         spread = {m: (max(v) - min(v)) / med[m] for m, v in got.items()}
         print(f"{n:>6} {med['off']:>12.2f} {med['on']:>12.2f} {ratios[-1]:>7.3f} {statistics.median(readings):>9.0f}"
-              f"   range off {spread['off']:.0%}, on {spread['on']:.0%}", flush=True)
+              f" {best:>12.3f}   range off {spread['off']:.0%}, on {spread['on']:.0%}", flush=True)
+    sampler = telemetry.sampler
+    if sampler is not None and sampler.window_s > 0:
+        print(f"sampler thread CPU time: {sampler.thread_cpu_s:.3f} s over {sampler.window_s:.1f} s of windows = "
+              f"{100 * sampler.thread_cpu_s / sampler.window_s:.3f}% of one core (what it takes from the "
+              f"measurement, whatever else runs on the machine)")
     telemetry.close()
     reader.close()
     geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-    print(f"ratio sampler on / off (geometric mean over sizes, target >= 0.99): {geomean:.3f}")
+    print(f"ratio sampler on / off (paired, geometric mean over sizes, target >= 0.99): {geomean:.3f}")
 
 
 if __name__ == "__main__":

@@ -35,3 +35,22 @@ def test_harness_fidelity_prints_factors_then_the_ratio_last():
     assert math.isclose(product, factors["ratio"], rel_tol=0.01), (factors, product)
     rows = [l for l in lines if re.match(r"\s+(48|64)\s", l)]
     assert len(rows) == 2 and all(len(r.split()) == 6 for r in rows), rows  # n, 4 methods, acc/best
+
+
+def test_telemetry_overhead_prints_the_on_off_ratio_last():
+    """bench/telemetry_overhead.py runs (tiny sizes) and its last line is the geometric mean of the per-size
+    on/off ratios it printed (the figure itself is measured on a quiet machine and kept in the README)."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "telemetry_overhead.py"), "--sizes", "48", "64", "--threads", "1",
+         "--rounds", "2", "--min-run-time", "0.01", "--gap-s", "0", "--hz", "50"],
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1].startswith("ratio sampler on / off"), lines[-1]
+    ratio = float(re.search(r"(\d+\.\d+)\s*$", lines[-1]).group(1))
+    rows = [l.split() for l in lines if re.match(r"\s+(48|64)\s", l)]
+    assert len(rows) == 2
+    per_size = [float(r[3]) for r in rows]  # n, off, on, on/off (paired), readings, best on/off, ...
+    assert math.isclose(ratio, math.sqrt(per_size[0] * per_size[1]), rel_tol=0.01), (ratio, per_size)
+    assert all(int(r[4]) >= 2 for r in rows) and all(float(r[5]) > 0 for r in rows)  # the "on" windows took readings
+    assert any(l.startswith("one reading:") for l in lines)

@@ -406,6 +406,7 @@ def test_sampler_reads_on_a_thread_only_inside_windows():
     assert not any(th.name == "accelbench-telemetry" for th in threading.enumerate())
     assert threading.active_count() == before
     assert len(w.readings) >= 3  # ~20 at 50 Hz; the edges alone give 2
+    assert t.sampler.window_s >= 0.4 and 0 <= t.sampler.thread_cpu_s < t.sampler.window_s  # its own cost, measured
     idle = reader.reads
     time.sleep(0.1)
     assert reader.reads == idle  # nothing reads between windows

@@ -784,6 +784,8 @@ class Sampler:
         self.clock = clock
         self.wall_offset = wall() - clock()  # a reading's time on the wall clock: t + wall_offset
         self.readings: list[Reading] = []
+        self.thread_cpu_s = 0.0  # CPU time the sampling thread used (its cost, immune to other load)
+        self.window_s = 0.0      # wall time spent inside windows
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -799,16 +801,19 @@ class Sampler:
             return len(self.readings) - 1
 
     def _run(self) -> None:
+        cpu0 = time.thread_time()
         next_t = self.clock() + self.period
         while not self._stop.wait(max(0.0, next_t - self.clock())):
             self.sample()
             next_t += self.period
             if next_t < self.clock():  # fell behind (a long read, a busy machine): no burst to catch up
                 next_t = self.clock() + self.period
+        self.thread_cpu_s += time.thread_time() - cpu0
 
     @contextlib.contextmanager
     def window(self):
         w = Window(self.source, self.wall_offset, self.rel_tol)
+        opened = self.clock()
         first = self.sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="accelbench-telemetry", daemon=True)
@@ -820,6 +825,7 @@ class Sampler:
             self._thread.join()
             self._thread = None
             self.sample()
+            self.window_s += self.clock() - opened
             with self._lock:
                 w.readings = self.readings[first:]
 

@@ -25,7 +25,9 @@ the loss is read after the clock stops), the loss, and for fp16 the GradScaler s
 the scaler skipped the step (its scale went down). The first ``amp.warmup_steps`` steps train but are
 left out of the step-time statistics. Per trial: median step time, samples/s, peak memory, final train
 loss, held-out accuracy. A NaN/inf loss ends that trial with status ``nan``; an exception ends it with
-``error`` (``oom`` for out-of-memory); the other trials go on.
+``error`` (``oom`` for out-of-memory); the other trials go on. Each trial runs inside a window of its
+device's telemetry sampler (``measure.telemetry``): clock, power, temperature, energy, samples per
+joule and throttling go on its row (``trial_telemetry``), every reading into ``telemetry_amp``.
 
 The CUDA, ROCm, MPS, XLA and XPU paths are untested on hardware: their dispatch (autocast dtype,
 GradScaler, TF32 flags, memory counters) is unit-tested with fakes.

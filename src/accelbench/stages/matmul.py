@@ -29,6 +29,11 @@ was right. What makes a number here trustworthy:
   predicted over ``matmul.point_budget_s`` is recorded as ``skipped_budget`` without running.
 - **Robust**: OOM (memory freed, sweep goes on), an unsupported dtype, or any exception is that
   point's status; every finished point is checkpointed, and a rerun measures only what is missing.
+- **What the device was doing**: each point runs inside a window of its device's telemetry sampler
+  (``measure.telemetry``, wrapped around the ``point(...)`` call in ``sweep``): clock, power,
+  temperature, energy and GFLOP per joule, throttling, and ``clock_ramp`` when the clock had not
+  settled over the point (``point_telemetry``). With ``matmul.soak_s`` > 0 the largest point is then
+  held for that long (``matmul_soak``) to tell a boost reading from a sustained one.
 
 What differs between devices (dtype support, TF32, caches, free memory, where float64 runs, XLA's
 graph cuts) is asked of the backend object (``accelbench.backends``). CUDA, ROCm, MPS, XLA and XPU
