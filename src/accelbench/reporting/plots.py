@@ -474,8 +474,8 @@ def fig_telemetry(plt, sns, tables, series):
             for _, win in w.iterrows():
                 lo, hi = win["start_unix_s"] - t0, win["end_unix_s"] - t0
                 red = S.as_bool(win["throttled"]) is True
-                ax.axvspan(lo, hi, color="#c44e52" if red else WINDOW_STYLE[win["kind"]][0],
-                           alpha=0.35 if red else 0.10, lw=0)
+                ax.axvspan(lo, hi, facecolor="#c44e52" if red else WINDOW_STYLE[win["kind"]][0],
+                           alpha=0.35 if red else 0.12, edgecolor="white", lw=0.8)  # white edge: where points meet
                 if j == 0 and S.as_bool(win["clock_ramp"]) is True:
                     ax.plot([(lo + hi) / 2], [1.0], marker="v", color="#dd8452", ms=6, transform=ax.get_xaxis_transform(),
                             clip_on=False)
