@@ -8,6 +8,11 @@ Two runs:
   fp32 point, an ``invalid`` fp16 point (above 100% of peak), an ``oom``, a ``wrong_result`` fp8
   point and CPU points ``skipped_budget``.
 
+Telemetry on both: the laptop without RAPL access or throttle counters (power, energy and throttling
+null, devices.json says why); the H100 with every NVML sensor, its first point on a ramping clock
+(``clock_ramp``), its two largest fp16 points thermally throttled (``hw_thermal``), one AMP trial held by
+the power cap, and a 30 s soak that settles 9% below its boost clock.
+
 Numbers come from simple closed forms (efficiency rising with n) so tests can recompute what the
 report must show from the CSVs themselves. ``corrupt`` damages a file the ways real copies break.
 """
@@ -60,11 +65,12 @@ def _cpu_info(model: str, cores: int) -> dict:
 
 
 def devices_json(run_id: str, host: str, cfg_hash: str, cpu_model: str, cores: int, gpus: list[dict],
-                 cuda_version: str = "", image: str = "") -> dict:
+                 cuda_version: str = "", image: str = "", cpu_telemetry: dict | None = None) -> dict:
     backends = {
         "cpu": {"present": True, "reason": "", "devices": [{
             "device": "cpu", "name": cpu_model, "peak_threads": cores,
-            "peaks": {"float32": {"tflops": cores * 0.128, "source": f"cpu: {cores} cores x 4.0 GHz x 32 FLOP/cycle"}}}]},
+            "peaks": {"float32": {"tflops": cores * 0.128, "source": f"cpu: {cores} cores x 4.0 GHz x 32 FLOP/cycle"}},
+            **({"telemetry": cpu_telemetry} if cpu_telemetry else {})}]},
         "cuda": ({"present": True, "devices": gpus, "reason": "", "driver_version": "560.35.03",
                   "runtime_version": cuda_version} if gpus else
                  {"present": False, "devices": [], "reason": "torch.cuda.is_available() is False (CPU build of torch)"}),
@@ -281,8 +287,92 @@ def scaling_disabled(prov, backend, device, device_name) -> dict:
 
 
 def _csv(path: Path, rows: list[dict], kind: str) -> None:
-    df = pd.DataFrame(rows).reindex(columns=list(registry.TABLES[kind].columns))
+    table = registry.TABLES[kind]
+    # documented columns, plus the telemetry windows' times (extras the telemetry strip marks points with)
+    extra = [c for c in table.extra if c in ("telemetry_start_unix_s", "telemetry_end_unix_s")]
+    df = pd.DataFrame(rows).reindex(columns=list(table.columns) + extra)
     path.write_text(df.to_csv(index=False))
+
+
+# ---- telemetry: what the devices were doing (measure.telemetry's columns, series and soak) -------------------
+
+T0 = 1748779200.0  # 2025-06-01T12:00:00Z, the runs' start
+MISSING_RAPL = ("RAPL /sys/class/powercap/intel-rapl:0/energy_uj is readable by root only (the kernel's mitigation "
+                "of CVE-2020-8694): run as root or make it readable (chmod o+r)")
+SENSORS = ("clock", "mem_clock", "power", "energy", "temperature", "utilization", "throttle")
+
+
+def telemetry_entry(source: str, missing: dict) -> dict:
+    """A device's ``telemetry`` entry in devices.json, as detect writes it."""
+    return {"hz": 20.0, "source": source, "found": {s: f"{source} {s}" for s in SENSORS if s not in missing},
+            "missing": missing}
+
+
+def add_telemetry(rows: list[dict], *, kind: str, t0: float, source: str, clock: float, power: float | None,
+                  temp: float, throttle_known: bool = True, throttled: dict | None = None, ramp: set = frozenset(),
+                  hz: float = 2.0) -> tuple[list[dict], float]:
+    """Give every row of one device a telemetry window, one after another from ``t0`` (as the sampler would):
+    the window's columns on the row and its readings as series rows. ``throttled[i]`` plants throttling
+    reasons on row i (its clock 15% lower), ``ramp`` rows whose clock climbs 12% over the window.
+    Returns (series rows, the time after the last window)."""
+    throttled = throttled or {}
+    series, t, energy = [], t0, 0.0
+    for i, r in enumerate(rows):
+        measured = r.get("status") in ("ok", "unstable", "invalid", "wrong_result")
+        duration = 1.2 if measured else 0.05
+        reasons = throttled.get(i, [])
+        level = clock * (0.85 if reasons else 1.0)
+        n = max(2, int(duration * hz) + 1)
+        clocks = [level * (0.88 + 0.12 * k / (n - 1)) if i in ramp else level for k in range(n)]
+        for k in range(n):
+            ts = t + duration * k / (n - 1)
+            if k:
+                energy += (power or 0.0) * duration / (n - 1)
+            series.append({"stage": "amp" if kind == "amp_trials" else "matmul", "time_unix_s": ts, "t_s": ts - t0,
+                           "clock_mhz": clocks[k], "mem_clock_mhz": 2619.0 if source == "nvml" else None,
+                           "power_w": power, "temp_c": temp + 6.0 * k / (n - 1), "util_pct": 97.0,
+                           "energy_j": energy if power is not None else None,
+                           "throttle_reasons": ";".join(reasons) if throttle_known else None,
+                           "telemetry_source": source, "status": "ok"})
+        e = power * duration if power is not None else None
+        r.update(clock_mhz_median=float(np.median(clocks)), clock_mhz_min=min(clocks), power_w_median=power,
+                 temp_c_max=temp + 6.0, energy_j=e, throttled=bool(reasons) if throttle_known else None,
+                 throttle_reasons=";".join(reasons) if throttle_known else None, telemetry_source=source,
+                 telemetry_start_unix_s=t, telemetry_end_unix_s=t + duration)
+        if kind == "matmul":
+            r["gflop_per_j"] = r["tflops"] * 1e3 / power if measured and power else None
+            r["clock_ramp"] = (i in ramp) if measured else None
+            if i in ramp:
+                r["flags"] = ";".join(f for f in (r.get("flags", ""), "clock_ramp") if f)
+        elif kind == "amp_trials":
+            r["samples_per_j"] = r["samples_per_s"] / power if power else None
+        t += duration + 0.3
+    return series, t
+
+
+def series_rows(prov: dict, backend: str, device: str, device_name: str, readings: list[dict]) -> list[dict]:
+    return [{**prov, "backend": backend, "device": device, "device_name": device_name, **r} for r in readings]
+
+
+def soak_rows(prov: dict, backend: str, device: str, device_name: str, dtype: str, n: int, boost_tflops: float,
+              boost_clock: float, sustained: float, t0: float, intervals: int = 30) -> list[dict]:
+    """A soak that starts at its boost clock and settles ``sustained`` (a fraction) lower after 6 intervals."""
+    rows = []
+    for i in range(intervals):
+        f = 1.0 if i < 3 else (sustained if i >= 6 else 1.0 - (1.0 - sustained) * (i - 2) / 4)
+        tflops, clock = boost_tflops * f, boost_clock * f
+        rows.append({**prov, "backend": backend, "device": device, "device_name": device_name, "dtype": dtype, "n": n,
+                     "interval": i, "t_s": float(i + 1), "interval_s": 1.0, "calls": int(tflops * 1e12 / (2 * n ** 3)),
+                     "tflops": tflops, "clock_mhz_median": clock, "clock_mhz_min": clock * 0.99, "power_w_median": 690.0,
+                     "temp_c_max": 62.0 + i * 0.8, "energy_j": 690.0, "gflop_per_j": tflops * 1e3 / 690.0,
+                     "throttled": i >= 4, "throttle_reasons": "sw_power_cap" if i >= 4 else "", "telemetry_source": "nvml",
+                     "clock_settled": i >= 6, "status": "ok", "telemetry_start_unix_s": t0 + i,
+                     "telemetry_end_unix_s": t0 + i + 1.0})
+    return rows
+
+
+def off_soak(prov: dict, backend: str, device: str, device_name: str) -> list[dict]:
+    return [{**prov, "backend": backend, "device": device, "device_name": device_name, "status": "off"}]
 
 
 def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop") -> Path:
@@ -293,21 +383,32 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
     d.mkdir(parents=True, exist_ok=True)
     (d / "run.json").write_text(json.dumps({"run": run_id, "config": config, "config_hash": h,
                                             "git_commit": "6930832abcdef0123456789", "accelbench_version": "0.1.0"}))
-    (d / "devices.json").write_text(json.dumps(devices_json(run_id, host, h, LAPTOP_CPU, 2, [])))
+    # a laptop without RAPL access and without thermal_throttle counters: no power, energy or throttle reading
+    no_throttle = "no thermal_throttle counters under /sys/devices/system/cpu/cpu*/ (Intel therm_throt only)"
+    cpu_tel = telemetry_entry("cpu_sysfs", {"mem_clock": "the CPU's memory clock is not exposed to software",
+                                            "power": MISSING_RAPL, "energy": MISSING_RAPL, "throttle": no_throttle})
+    (d / "devices.json").write_text(json.dumps(devices_json(run_id, host, h, LAPTOP_CPU, 2, [], cpu_telemetry=cpu_tel)))
     prov = provenance(run_id, host, h)
     rel = config["matmul"]["rel_error_max"]
     rows = matmul_rows(prov, "cpu", "cpu", LAPTOP_CPU, sizes, dtypes,
                        best={"float32": 0.21, "bfloat16": 0.0021, "float16": 0.0009},
                        peak={"float32": 0.256}, threads=2, overrides={}, rel_error_max=rel,
                        budget_n={"bfloat16": 1024, "float16": 1024})
+    series, t = add_telemetry(rows, kind="matmul", t0=T0, source="cpu_sysfs", clock=2890.0, power=None, temp=58.0,
+                              throttle_known=False)
     _csv(d / "matmul_cpu.csv", rows, "matmul")
+    _csv(d / "matmul_soak_cpu.csv", off_soak(prov, "cpu", "cpu", LAPTOP_CPU), "matmul_soak")
+    _csv(d / "telemetry_matmul_cpu.csv", series_rows(prov, "cpu", "cpu", LAPTOP_CPU, series), "telemetry_matmul")
     _csv(d / "warmup_cpu.csv", warmup_rows(prov, "cpu", "cpu", LAPTOP_CPU, 0.0241, 0.00261, 6, 2), "warmup")
     st, tr, su = amp_rows(prov, "cpu", "cpu", LAPTOP_CPU, "amp_bf16", 0.0121, 0.42, 0.91, -0.004, [0, 1, 2], 40, 2,
                           "rss")
+    series, _ = add_telemetry(tr, kind="amp_trials", t0=t + 5, source="cpu_sysfs", clock=2850.0, power=None, temp=60.0,
+                              throttle_known=False)
     _csv(d / "amp_cpu_steps.csv", st, "amp_steps")
     _csv(d / "amp_cpu_trials.csv", tr, "amp_trials")
     _csv(d / "amp_cpu_summary.csv", su, "amp_summary")
     write_scaling(d, "cpu", scaling_disabled(prov, "cpu", "cpu", LAPTOP_CPU))
+    _csv(d / "telemetry_amp_cpu.csv", series_rows(prov, "cpu", "cpu", LAPTOP_CPU, series), "telemetry_amp")
     return d
 
 
@@ -326,7 +427,10 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
     gpu = {"device": "cuda:0", "name": H100, "total_memory_bytes": 85045231616, "capability": "9.0",
            "multiprocessor_count": 132,
            "peaks": {d: {"tflops": t, "source": "datasheet: NVIDIA H100 SXM5, dense"} for d, t in H100_PEAK.items()}}
-    (d / "devices.json").write_text(json.dumps(devices_json(run_id, host, h, EPYC, 16, [gpu], "12.6", image)))
+    gpu["telemetry"] = telemetry_entry("nvml", {})
+    cpu_tel = telemetry_entry("cpu_sysfs", {"mem_clock": "the CPU's memory clock is not exposed to software"})
+    (d / "devices.json").write_text(json.dumps(devices_json(run_id, host, h, EPYC, 16, [gpu], "12.6", image,
+                                                            cpu_telemetry=cpu_tel)))
     prov = provenance(run_id, host, h, "12.6", image)
     rel = config["matmul"]["rel_error_max"]
     cpu = matmul_rows(prov, "cpu", "cpu", EPYC, sizes, dtypes,
@@ -339,8 +443,17 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
                        peak=H100_PEAK, threads=1, rel_error_max=rel, budget_n={},
                        overrides={("float32", 256): "unstable", ("float16", 256): "invalid",
                                   ("float32", 16384): "oom", ("float8_e4m3fn", 256): "wrong_result"})
+    # the H100: the first point measured on a ramping clock, the two largest fp16 points thermally throttled
+    big_fp16 = [i for i, r in enumerate(cuda) if r["dtype"] == "float16" and r["n"] >= 8192]
+    cuda_series, t_cuda = add_telemetry(cuda, kind="matmul", t0=T0, source="nvml", clock=1980.0, power=640.0,
+                                        temp=55.0, throttled={i: ["hw_thermal"] for i in big_fp16}, ramp={0})
+    cpu_series, t_cpu = add_telemetry(cpu, kind="matmul", t0=T0, source="cpu_sysfs", clock=3520.0, power=245.0,
+                                      temp=61.0)
     _csv(d / "matmul_cpu.csv", cpu, "matmul")
     _csv(d / "matmul_cuda.csv", cuda, "matmul")
+    _csv(d / "matmul_soak_cpu.csv", off_soak(prov, "cpu", "cpu", EPYC), "matmul_soak")
+    _csv(d / "matmul_soak_cuda.csv", soak_rows(prov, "cuda", "cuda:0", H100, "float8_e4m3fn", 16384, 1290.0, 1980.0,
+                                               0.91, t_cuda), "matmul_soak")
     _csv(d / "warmup_cpu.csv", warmup_rows(prov, "cpu", "cpu", EPYC, 0.0112, 0.00071, 5, 16), "warmup")
     _csv(d / "warmup_cuda.csv", warmup_rows(prov, "cuda", "cuda:0", H100, 0.842, 0.000118, 9, 1), "warmup")
     _csv(d / "transfer_cuda.csv", transfer_rows(prov, "cuda", "cuda:0", H100, [1, 16, 128], 52.1, 11.8), "transfer")
@@ -349,6 +462,16 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
             ("cuda", "cuda:0", H100, "amp_fp16", 0.00094, 2.4, "allocator")):
         st, tr, su = amp_rows(prov, backend, device, name, mode, step, factor, 0.93, -0.002, [0, 1, 2], 40,
                               16 if backend == "cpu" else 1, mem)
+        if backend == "cuda":  # one AMP trial held back by the power cap
+            amp_series, _ = add_telemetry(tr, kind="amp_trials", t0=t_cuda + 60, source="nvml", clock=1950.0,
+                                          power=600.0, temp=60.0, throttled={len(tr) - 1: ["sw_power_cap"]})
+            _csv(d / "telemetry_matmul_cuda.csv", series_rows(prov, "cuda", "cuda:0", H100, cuda_series),
+                 "telemetry_matmul")
+        else:
+            amp_series, _ = add_telemetry(tr, kind="amp_trials", t0=t_cpu + 30, source="cpu_sysfs", clock=3400.0,
+                                          power=230.0, temp=63.0)
+            _csv(d / "telemetry_matmul_cpu.csv", series_rows(prov, "cpu", "cpu", EPYC, cpu_series), "telemetry_matmul")
+        _csv(d / f"telemetry_amp_{backend}.csv", series_rows(prov, backend, device, name, amp_series), "telemetry_amp")
         _csv(d / f"amp_{backend}_steps.csv", st, "amp_steps")
         _csv(d / f"amp_{backend}_trials.csv", tr, "amp_trials")
         _csv(d / f"amp_{backend}_summary.csv", su, "amp_summary")
@@ -391,7 +514,8 @@ def corrupt(path: Path, how: str) -> None:
         path.write_text("")
     elif how == "drop_column":
         df = pd.read_csv(path)
-        path.write_text(df.drop(columns=[df.columns[-4]]).to_csv(index=False))
+        documented = [c for c in df.columns if c not in registry.ADDED_COLUMNS]  # an added one may be missing
+        path.write_text(df.drop(columns=[documented[-4]]).to_csv(index=False))
     elif how == "garbage":
         path.write_bytes(text.encode()[:200] + bytes(range(256)) * 4)
     else:
@@ -443,8 +567,29 @@ def add_absent_backend(run_dir: Path, backend: str = "cuda") -> None:
     prov = pd.read_csv(run_dir / "matmul_cpu.csv").iloc[0][list(registry.PROVENANCE)].to_dict()
     row = {**prov, "backend": backend, "device": "", "device_name": "", "status": "absent",
            "status_detail": f"backend {backend!r}: no {backend.upper()} device visible to this torch build"}
-    for name, kind in ((f"warmup_{backend}.csv", "warmup"), (f"matmul_{backend}.csv", "matmul"),
-                       (f"transfer_{backend}.csv", "transfer"), (f"amp_{backend}_steps.csv", "amp_steps"),
-                       (f"amp_{backend}_trials.csv", "amp_trials"), (f"amp_{backend}_summary.csv", "amp_summary"),
-                       *[(registry.TABLES[t].filename(backend), t) for t in registry.STAGES["scaling"].tables]):
-        _csv(run_dir / name, [row], kind)
+    for name in registry.run_files([backend]):
+        _csv(run_dir / name, [row], registry.table_of(name))
+
+
+def make_pre_telemetry(run_dir: Path) -> None:
+    """Turn ``run_dir`` into a run written before telemetry existed: no ``telemetry`` config key, no
+    soak or telemetry files, no telemetry columns, no telemetry entry in devices.json."""
+    run_dir = Path(run_dir)
+    info = json.loads((run_dir / "run.json").read_text())
+    info["config"].pop("telemetry", None)
+    for key in ("soak_s", "soak_interval_s"):
+        info["config"]["matmul"].pop(key, None)
+    (run_dir / "run.json").write_text(json.dumps(info))
+    devices = json.loads((run_dir / "devices.json").read_text())
+    for entry in devices["backends"].values():
+        for dev in entry.get("devices", []):
+            dev.pop("telemetry", None)
+    (run_dir / "devices.json").write_text(json.dumps(devices))
+    new = set(registry.TELEMETRY + registry.THROTTLE + registry.TELEMETRY_EXTRA) | {"gflop_per_j", "samples_per_j",
+                                                                                  "clock_ramp"}
+    for path in run_dir.glob("*.csv"):
+        if registry.table_of(path.name) in ("matmul_soak", "telemetry_matmul", "telemetry_amp"):
+            path.unlink()
+            continue
+        df = pd.read_csv(path)
+        path.write_text(df.drop(columns=[c for c in df.columns if c in new]).to_csv(index=False))

@@ -12,7 +12,8 @@ import pytest
 from accelbench import registry
 from accelbench.reporting.aggregate import TABLES, aggregate, expected_files
 from accelbench.cli import main
-from fixture_runs import add_absent_backend, corrupt, write_cpu_run, write_cuda_run, write_fixture_results
+from fixture_runs import (add_absent_backend, corrupt, make_pre_telemetry, write_cpu_run, write_cuda_run,
+                          write_fixture_results)
 
 
 def run_aggregate(results: Path, *flags: str) -> tuple[int, dict, Path]:
@@ -45,8 +46,7 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert rc == 0
     raw = {}
     for path in run_csvs:
-        table = registry.table_of(path.name)
-        raw.setdefault(table, []).append(pd.read_csv(path))
+        raw.setdefault(registry.table_of(path.name), []).append(pd.read_csv(path))
     for table, frames in raw.items():
         expected = pd.concat(frames)
         got = pd.read_csv(out / f"{table}.csv")
@@ -57,7 +57,10 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert matmul["tflops"].max() == pytest.approx(pd.concat(raw["matmul"])["tflops"].max())
     assert {"unstable", "invalid", "wrong_result", "skipped_budget", "oom", "unsupported"} <= set(matmul["status"])
     assert (matmul["source_file"].str.endswith(".csv")).all()
-    assert len(manifest["files_read"]) == len(run_csvs) == 16 + 12  # + scaling: 4 tables x (cpu, cpu, cuda)
+    # the CPU run: 5 stage files + soak + 2 telemetry series; the GPU run: cpu (8) and cuda (8 + transfer);
+    # + scaling: 4 tables x (cpu, cpu, cuda)
+    assert len(manifest["files_read"]) == len(run_csvs) == 25 + 12
+    assert set(raw) == set(registry.RUN_TABLES)
     # the transfer table is empty for the CPU run but exists with its documented header
     transfer = pd.read_csv(out / "transfer.csv")
     assert set(transfer["run_id"]) == {"gpu-node-h100"}
@@ -90,6 +93,31 @@ def test_expected_files_follow_the_config():
         "scaling_cpu_trials.csv", "scaling_cpu.csv", "collectives_cpu.csv", "peer_copy_cpu.csv"]
     assert "transfer_cuda.csv" in expected_files({"backends": ["cpu", "cuda"]})
     assert "transfer_cpu.csv" not in expected_files({"backends": ["cpu", "cuda"]})
+    # a run made since telemetry existed (its stored config has the key) also has the soak and the series
+    assert expected_files({"backends": ["cpu"], "telemetry": {"hz": 20}}) == [
+        "warmup_cpu.csv", "matmul_cpu.csv", "matmul_soak_cpu.csv", "telemetry_matmul_cpu.csv", "amp_cpu_steps.csv",
+        "amp_cpu_trials.csv", "amp_cpu_summary.csv", "telemetry_amp_cpu.csv"]
+
+
+def test_a_run_from_before_telemetry_still_aggregates(tmp_path):
+    """Old files without the telemetry columns, and no soak or series files: complete data, with a warning
+    naming each file whose telemetry columns are filled with nulls."""
+    results = tmp_path / "results"
+    write_cuda_run(results)
+    make_pre_telemetry(write_cpu_run(results))
+    rc, manifest, out = run_aggregate(results)
+    assert rc == 0 and manifest["complete"] is True, manifest["problems"]
+    older = {Path(w["file"]).name for w in manifest["warnings"] if w["kind"] == "older_file"}
+    assert older == {"matmul_cpu.csv", "amp_cpu_trials.csv"}
+    matmul = pd.read_csv(out / "matmul.csv")
+    old = matmul[matmul["run_id"] == "laptop-cpu"]
+    assert old["clock_mhz_median"].isna().all() and old["gflop_per_j"].isna().all()
+    new = matmul[matmul["run_id"] == "gpu-node-h100"]
+    assert new["clock_mhz_median"].notna().all()
+    assert set(pd.read_csv(out / "telemetry_matmul.csv")["run_id"]) == {"gpu-node-h100"}
+    # a file that lacks a telemetry column in a run that has telemetry is still just an older file; one that
+    # lacks a column from before is damaged
+    assert "clock_mhz_median" in registry.ADDED_COLUMNS and "median_s" not in registry.ADDED_COLUMNS
 
 
 @pytest.mark.parametrize("how,kind", [

@@ -112,3 +112,20 @@ def test_gpu_summary_lists_every_registry_table_and_the_headlines(tmp_path):
     assert not any("mlp fp32: speedup" in line for line in lines)
     assert "KEY amp_cuda_steps.csv: missing (stage cut short?); 2 points in amp_cuda.jsonl" in lines
     assert lines[-1] == "KEY report: not written"
+def test_telemetry_overhead_prints_the_on_off_ratio_last():
+    """bench/telemetry_overhead.py runs (tiny sizes) and its last line is the geometric mean of the per-size
+    on/off ratios it printed (the figure itself is measured on a quiet machine and kept in the README)."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "telemetry_overhead.py"), "--sizes", "48", "64", "--threads", "1",
+         "--rounds", "2", "--min-run-time", "0.01", "--gap-s", "0", "--hz", "50"],
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1].startswith("ratio sampler on / off"), lines[-1]
+    ratio = float(re.search(r"(\d+\.\d+)\s*$", lines[-1]).group(1))
+    rows = [l.split() for l in lines if re.match(r"\s+(48|64)\s", l)]
+    assert len(rows) == 2
+    per_size = [float(r[3]) for r in rows]  # n, off, on, on/off (paired), readings, best on/off, ...
+    assert math.isclose(ratio, math.sqrt(per_size[0] * per_size[1]), rel_tol=0.01), (ratio, per_size)
+    assert all(int(r[4]) >= 2 for r in rows) and all(float(r[5]) > 0 for r in rows)  # the "on" windows took readings
+    assert any(l.startswith("one reading:") for l in lines)

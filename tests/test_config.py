@@ -143,6 +143,14 @@ def test_load_fills_every_default(tmp_path):
     ({"amp": {"steps": 10, "warmup_steps": 10}}, "amp.warmup_steps", "0 .. 9"),
     ({"amp": {"transformer": {"d_model": 64, "n_heads": 3}}}, "amp.transformer.n_heads", "divisor"),
     ({"container": {"runtime": "podman"}, "backends": ["cpu", "mps"]}, "backends", "cpu, cuda, rocm"),
+    # telemetry and the sustained mode
+    ({"telemetry": {"hz": -5}}, "telemetry.hz", ">= 0"),
+    ({"telemetry": {"hz": 1000}}, "telemetry.hz", "<= 100"),
+    ({"telemetry": {"hz": "fast"}}, "telemetry.hz", "number"),
+    ({"telemetry": {"settle_rel_tol": 0}}, "telemetry.settle_rel_tol", "> 0"),
+    ({"telemetry": {"rate": 20}}, "telemetry: unknown key(s) 'rate'", "hz, settle_rel_tol"),
+    ({"matmul": {"soak_s": -1}}, "matmul.soak_s", ">= 0"),
+    ({"matmul": {"soak_s": 2, "soak_interval_s": 5}}, "matmul.soak_interval_s", "up to 2"),
 ])
 def test_bad_value_names_key_and_allowed(config, key, allowed):
     message = one_error(config)

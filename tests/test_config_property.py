@@ -84,7 +84,8 @@ def satisfy_cross_keys(config: dict) -> dict:
     the keys involved explicitly: warmup.window <= max_iters; amp.warmup_steps < steps;
     amp.batch_size <= data.n_train; amp.transformer.n_heads divides d_model; with a container
     runtime only backends that have an image (cpu, cuda, rocm); scaling.sizes.min_bytes <= max_bytes,
-    scaling.world_sizes including 1 and within amp.data.n_train // amp.batch_size."""
+    scaling.world_sizes including 1 and within amp.data.n_train // amp.batch_size; a soak at least one interval
+    long."""
     filled = cfg.with_defaults(config)
     if filled["container"]["runtime"] != "none":
         kept = [b for b in filled["backends"] if b in ("cpu", "cuda", "rocm")]
@@ -96,6 +97,9 @@ def satisfy_cross_keys(config: dict) -> dict:
         config.setdefault("amp", {})["warmup_steps"] = amp["steps"] - 1
     if amp["batch_size"] > amp["data"]["n_train"]:
         config.setdefault("amp", {})["batch_size"] = amp["data"]["n_train"]
+    mm = filled["matmul"]
+    if mm["soak_s"] > 0 and mm["soak_interval_s"] > mm["soak_s"]:
+        config.setdefault("matmul", {})["soak_interval_s"] = mm["soak_s"]
     t = amp["transformer"]
     if t["d_model"] % t["n_heads"]:
         config.setdefault("amp", {}).setdefault("transformer", {})["d_model"] = t["n_heads"] * max(1, t["d_model"] // t["n_heads"])

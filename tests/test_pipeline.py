@@ -161,3 +161,32 @@ def test_scaling_collectives_have_bus_bandwidth(tiny_run):
     assert df["algbw_gbps"].to_numpy() == pytest.approx((df["size_bytes"] / df["median_s"] / 1e9).to_numpy())
     html = (tiny_run / "results" / "report.html").read_text()
     assert 'id="scaling-table"' in html and 'data-world="2"' in html and "scaling-off" not in html
+@pytest.mark.slow
+def test_telemetry_behind_every_point_and_why_sensors_are_missing(tiny_run):
+    """On this machine: the CPU's clock columns are filled (cpufreq or /proc/cpuinfo), energy is null where
+    RAPL cannot be read and the report says why, devices.json records what the sampler found."""
+    import html as html_lib
+
+    run = tiny_run / "results" / "tiny"
+    devices = json.loads((run / "devices.json").read_text())
+    found = devices["backends"]["cpu"]["devices"][0]["telemetry"]
+    assert found["source"] == "cpu_sysfs" and found["hz"] == 20
+    mm = pd.read_csv(run / "matmul_cpu.csv")
+    trials = pd.read_csv(run / "amp_cpu_trials.csv")
+    for df in (mm, trials):
+        assert (df["telemetry_source"] == "cpu_sysfs").all()
+        if "clock" in found["found"]:
+            assert (df["clock_mhz_median"] > 0).all() and (df["clock_mhz_min"] > 0).all()
+        assert df["energy_j"].isna().all() == ("energy" in found["missing"])
+    assert (mm["telemetry_samples"] >= 2).all()
+    report = html_lib.unescape((tiny_run / "results" / "report.html").read_text())
+    for sensor, why in found["missing"].items():
+        if sensor != "mem_clock":  # never exposed on a CPU: not listed
+            assert why in report, sensor
+    if "energy" in found["missing"]:
+        assert mm["gflop_per_j"].isna().all() and trials["samples_per_j"].isna().all()
+    for stage in ("matmul", "amp"):
+        series = pd.read_csv(run / f"telemetry_{stage}_cpu.csv")
+        assert (series["status"] == "ok").all() and len(series) >= 2 and (series["stage"] == stage).all()
+    soak = pd.read_csv(run / "matmul_soak_cpu.csv")
+    assert list(soak["status"]) == ["off"]  # matmul.soak_s is 0 by default

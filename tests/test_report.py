@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import pandas as pd
 import pytest
 
+from accelbench import registry
 from accelbench.reporting import tables as S
 from accelbench.reporting.plots import FIGURES
 from fixture_runs import add_absent_backend, build, write_cpu_run
@@ -53,8 +54,11 @@ def parse(html: str) -> list[dict]:
 
 
 def raw_table(results, pattern: str) -> pd.DataFrame:
-    """Every run's files matching ``pattern`` read straight from the fixture, not through aggregate."""
-    return pd.concat([pd.read_csv(p) for p in sorted(results.glob(f"*/{pattern}"))], ignore_index=True)
+    """Every run's files matching ``pattern`` (and of its table: matmul_*.csv is not matmul_soak_*.csv) read
+    straight from the fixture's run folders, not through aggregate (whose matmul_soak.csv matches too)."""
+    table = registry.table_of(pattern.replace("*", "cpu"))
+    return pd.concat([pd.read_csv(p) for p in sorted(results.glob(f"*/{pattern}"))
+                      if registry.table_of(p.name) == table and (p.parent / "run.json").exists()], ignore_index=True)
 
 
 def test_summary_best_tflops_are_the_fixture_numbers(fixtures):

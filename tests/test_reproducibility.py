@@ -2,7 +2,8 @@
 config hash is stable, and changes whenever the config does.
 
 Timing-derived columns (times, TFLOP/s, bandwidth, speedups, repeat counts, the CPU peak, which
-uses the current clock) differ between runs by nature and are not compared; neither is whether a
+uses the current clock) and what the device's sensors read (clock, power, temperature, energy,
+throttling) differ between runs by nature and are not compared; neither is whether a
 point came out ``ok`` or ``unstable`` (that depends on noise). Everything else must be identical:
 seeded inputs give the same relative errors, seeded training the same losses and accuracies.
 """
@@ -36,11 +37,19 @@ KEYS = {
     "scaling": ["device", "method", "workload", "mode", "world_size"],
     "collectives": ["device", "collective", "world_size", "size_bytes"],
     "peer_copy": ["device", "src", "dst", "peer"],
+    "matmul_soak": ["device", "status"],  # off by default: one row per device
+    "telemetry_matmul": ["device", "stage", "telemetry_source"],  # one row per reading; how many depends on timing
+    "telemetry_amp": ["device", "stage", "telemetry_source"],
 }
+# tables with a row per iteration or reading: how many rows depends on timing
+PER_TICK = ("warmup", "telemetry_matmul", "telemetry_amp")
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
 TIMING = re.compile(
     r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|samples_per_s|speedup.*|repeats|blocks|input_sets"
-    r"|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls|device_warmup_status)$")
+    r"|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls|device_warmup_status"
+    # what the device's sensors read while it ran (measure.telemetry): the machine's state, not the config's
+    r"|clock_mhz.*|power_w.*|temp_c.*|util_pct.*|energy_j|gflop_per_j|samples_per_j|telemetry_samples|throttled"
+    r"|throttle_reasons|clock_ramp)$")
 # columns that carry ok-vs-unstable (noise) and its explanation
 NOISE = {"status", "flags", "status_detail"}
 MEASURED = {"ok", "unstable"}
@@ -170,7 +179,7 @@ def test_rerun_same_rows_and_values(two_runs, name):
     kind = STAGE_KINDS[name]
     df1, df2 = (pd.read_csv(w / "results" / "mini" / name, keep_default_na=False) for w in two_runs)
     keys = KEYS[kind]
-    if kind == "warmup":  # the number of iterations depends on timing; the rest must match
+    if kind in PER_TICK:  # the number of iterations (readings) depends on timing; the rest must match
         assert set(map(tuple, df1[keys].astype(str).values)) == set(map(tuple, df2[keys].astype(str).values))
         df1, df2 = df1.drop_duplicates(keys), df2.drop_duplicates(keys)
     k1 = sorted(map(tuple, df1[keys].astype(str).values))

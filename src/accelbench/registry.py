@@ -29,9 +29,22 @@ PROVENANCE = (
 DEVICE = ("backend", "device", "device_name")
 # How the stage warmed its device in its own process before measuring it (measure.stability).
 DEVICE_WARMUP = ("device_warmup_s", "device_warmup_calls", "device_warmup_status")
+# What the device was doing while a row was measured (measure.telemetry): on every matmul point, soak
+# interval and AMP trial. Null where a sensor is missing, never 0.
+TELEMETRY = ("clock_mhz_median", "clock_mhz_min", "power_w_median", "temp_c_max", "energy_j")
+THROTTLE = ("throttled", "throttle_reasons", "telemetry_source")
+TELEMETRY_EXTRA = ("telemetry_samples", "mem_clock_mhz_median", "util_pct_median", "energy_source",
+                   "telemetry_start_unix_s", "telemetry_end_unix_s")
+TELEMETRY_NUMERIC = TELEMETRY
+# one row per reading of a device's sensors during a stage (telemetry_<stage>_<backend>.csv)
+TELEMETRY_SERIES = ("stage", "time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",
+                    "energy_j", "throttle_reasons", "telemetry_source", "status")
+TELEMETRY_SERIES_NUMERIC = ("time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",
+                            "energy_j")
 # Documented columns added after files without them were written, and the value such files mean.
 ADDED_COLUMNS = {"method_version": 0, "device_warmup_s": None, "device_warmup_calls": None,
                  "device_warmup_status": None}
+ADDED_COLUMNS.update({c: None for c in (*TELEMETRY, *THROTTLE, "gflop_per_j", "samples_per_j", "clock_ramp")})
 
 MATMUL_STATUSES = (
     "ok", "unstable", "invalid", "wrong_result", "skipped_budget", "oom", "unsupported", "error", "absent",
@@ -49,6 +62,13 @@ class Table:
     columns: tuple[str, ...]    # documented: the README's contract, in order
     extra: tuple[str, ...] = ()  # written after them, beyond the contract
     numeric: tuple[str, ...] = ()  # aggregate checks these hold numbers
+    # a config key that every run writing this table has (configs are stored defaults-filled): a run made
+    # before the table existed lacks the key, and aggregate does not ask it for the file
+    since: str | None = None
+
+    def expected_from(self, config: dict | None) -> bool:
+        """Whether a run with this (stored) config writes this table; always, when no config is given."""
+        return config is None or self.since is None or self.since in config
 
     @property
     def all_columns(self) -> list[str]:
@@ -86,10 +106,20 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           _cols(PROVENANCE, DEVICE, (
               "dtype", "n", "flops", "threads", "allow_tf32", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
               "repeats", "tflops", "peak_tflops", "peak_source", "pct_of_peak", "rel_error", "rel_error_max",
-              "status", "flags", "status_detail"), DEVICE_WARMUP),
-          extra=("blocks", "input_sets", "predicted_s", "torch_dtype"),
+              "status", "flags", "status_detail"), DEVICE_WARMUP, TELEMETRY, ("gflop_per_j",), THROTTLE,
+              ("clock_ramp",)),
+          extra=("blocks", "input_sets", "predicted_s", "torch_dtype") + TELEMETRY_EXTRA,
           numeric=("n", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats", "tflops",
-                   "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max")),
+                   "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max", "gflop_per_j") + TELEMETRY_NUMERIC),
+    Table("matmul_soak", "matmul", "matmul_soak_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
+                ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
+          extra=("status_detail",) + TELEMETRY_EXTRA,
+          numeric=("n", "interval", "t_s", "interval_s", "calls", "tflops", "gflop_per_j") + TELEMETRY_NUMERIC,
+          since="telemetry"),
+    Table("telemetry_matmul", "matmul", "telemetry_matmul_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
+          since="telemetry"),
     Table("transfer", "transfer", "transfer_{backend}.csv",
           _cols(PROVENANCE, DEVICE, ("direction", "memory", "size_bytes", "median_s", "iqr_s", "repeats", "gbps",
                                      "status"), DEVICE_WARMUP),
@@ -104,11 +134,11 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           _cols(PROVENANCE, DEVICE, (
               "workload", "mode", "seed", "amp_dtype", "step_median_s", "samples_per_s", "peak_mem_bytes",
               "mem_kind", "final_loss", "test_acc", "skipped_steps", "final_scale", "threads", "status"),
-              DEVICE_WARMUP),
+              DEVICE_WARMUP, TELEMETRY, ("samples_per_j",), THROTTLE),
           extra=("allow_tf32", "steps", "warmup_steps", "batch_size", "step_iqr_s", "first_loss", "test_loss",
-                 "majority_acc", "status_detail"),
+                 "majority_acc", "status_detail") + TELEMETRY_EXTRA,
           numeric=("seed", "step_median_s", "samples_per_s", "peak_mem_bytes", "final_loss", "test_acc",
-                   "skipped_steps", "final_scale", "threads")),
+                   "skipped_steps", "final_scale", "threads", "samples_per_j") + TELEMETRY_NUMERIC),
     Table("amp_summary", "amp", "amp_{backend}_summary.csv",
           _cols(PROVENANCE, DEVICE, (
               "workload", "mode", "baseline", "trials", "step_s_mean", "speedup", "speedup_ci95_low",
@@ -146,6 +176,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           _cols(PROVENANCE, DEVICE, ("src", "dst", "peer", "size_bytes", "median_s", "gbps", "status")),
           extra=("ci95_low_s", "ci95_high_s", "repeats", "status_detail"),
           numeric=("size_bytes", "median_s", "gbps")),
+    Table("telemetry_amp", "amp", "telemetry_amp_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
+          since="telemetry"),
 )}
 # the tables written per run (the others are made by aggregate from run.json and devices.json)
 RUN_TABLES = tuple(name for name, t in TABLES.items() if t.file)
@@ -196,11 +229,13 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "device", tables=("warmup",), method_version=1, mem_mb=4000, runtime_min=15),
     Stage("matmul", "accelbench.stages.matmul",
           "matrix-multiplication sweep over sizes x dtypes on every device of a backend", "device",
-          tables=("matmul",), method_version=2, checkpoint=True, mem_mb=16000, runtime_min=60),
+          tables=("matmul", "matmul_soak", "telemetry_matmul"), method_version=2, checkpoint=True, mem_mb=16000,
+          runtime_min=60),
     Stage("transfer", "accelbench.stages.transfer", "host<->device copy bandwidth (pageable and pinned)", "device",
           tables=("transfer",), accelerators_only=True, method_version=1, mem_mb=8000, runtime_min=15),
     Stage("amp", "accelbench.stages.amp", "AMP vs FP32 training trials", "device",
-          tables=("amp_steps", "amp_trials", "amp_summary"), method_version=2, checkpoint=True, mem_mb=8000,
+          tables=("amp_steps", "amp_trials", "amp_summary", "telemetry_amp"), method_version=2, checkpoint=True,
+          mem_mb=8000,
           runtime_min=60),
     Stage("scaling", "accelbench.stages.scaling",
           "multi-device scaling: DDP/DataParallel training over world sizes, collectives, device-to-device copies",
@@ -249,6 +284,8 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("scaling_efficiency", ("scaling",), category="Scaling"),
     Figure("collective_busbw", ("collectives",), category="Scaling"),
     Figure("peer_copy", ("peer_copy",), category="Scaling"),
+    Figure("telemetry", ("telemetry_matmul", "telemetry_amp", "matmul", "matmul_soak", "amp_trials")),
+    Figure("matmul_soak", ("matmul_soak",)),
 )}
 
 
@@ -266,14 +303,18 @@ REPORT_HTML = "report.html"
 CAPTIONS_DIR = "workflow/report"
 
 
-def stage_files(stage: Stage, backend: str) -> list[str]:
-    """The file names (in a run folder) that ``stage`` writes for ``backend``."""
-    return [TABLES[t].filename(backend) for t in stage.tables] if stage.applies_to(backend) else []
+def stage_files(stage: Stage, backend: str, config: dict | None = None) -> list[str]:
+    """The file names (in a run folder) that ``stage`` writes for ``backend`` (in a run with the stored
+    ``config``: a run older than a table has no file of it; see ``Table.since``)."""
+    if not stage.applies_to(backend):
+        return []
+    return [TABLES[t].filename(backend) for t in stage.tables if TABLES[t].expected_from(config)]
 
 
-def run_files(config_backends) -> list[str]:
-    """Every per-backend file a finished run with these backends has (what the Snakefile declares)."""
-    return [name for b in config_backends for s in DEVICE_STAGES for name in stage_files(s, b)]
+def run_files(config_backends, config: dict | None = None) -> list[str]:
+    """Every per-backend file a finished run with these backends has (what the Snakefile declares); with
+    the run's stored ``config``, only the tables that existed when it ran."""
+    return [name for b in config_backends for s in DEVICE_STAGES for name in stage_files(s, b, config)]
 
 
 def checkpoint_file(stage: str, backend: str) -> str:

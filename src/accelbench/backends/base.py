@@ -22,6 +22,7 @@ import timeit
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
+from ..measure import telemetry as telemetry_readers
 from . import peaks
 
 # The matmul dtypes a sweep may ask for (the schema's ``dtype`` enum says the same).
@@ -300,6 +301,17 @@ class Backend:
     def peak_is_bound(self, info: dict, overridden: bool) -> bool:
         """Whether the peak is a true upper bound (above it a point is ``invalid``)."""
         return True
+
+    # ---- telemetry ----------------------------------------------------------------------------------
+    def telemetry_reader(self, device: str, info: dict | None = None) -> telemetry_readers.Reader:
+        """The reader of ``device``'s clock, power, temperature, energy and throttling while it is measured
+        (``measure.telemetry``; its ``source`` is this backend's ``telemetry``). Where there is none, a
+        ``NullReader`` saying why, so every value is null and the report can say why."""
+        return telemetry_readers.NullReader(self.telemetry_missing_reason())
+
+    def telemetry_missing_reason(self) -> str:
+        """Why this kind of device has no telemetry reader (one line)."""
+        return f"{self.title}: no telemetry reader for this kind of device yet"
 
     # ---- host <-> device copies -------------------------------------------------------------------
     def pinned_memory_support(self) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from ..measure import telemetry as telemetry_readers
 from . import peaks
 from ._system import Runner, read_file, run_text
 from .base import Backend, proc_status_bytes
@@ -453,3 +454,7 @@ class CpuBackend(Backend):
 
     def peer_copy_support(self, n_devices: int) -> str | None:
         return "cpu: one device (the host); no device-to-device copy"
+    def telemetry_reader(self, device: str, info: dict | None = None) -> telemetry_readers.Reader:
+        """cpufreq (else /proc/cpuinfo) clocks of the cores this process runs on, RAPL package energy and
+        power, psutil temperature and utilization, thermal_throttle counters."""
+        return telemetry_readers.CpuSysfsReader()

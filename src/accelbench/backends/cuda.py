@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
+from ..measure import telemetry as telemetry_readers
 from ._system import Runner, read_file, run_text
 from .base import FP8, Backend, BackendUnavailable, torch_version_tuple
 
@@ -280,6 +281,11 @@ class CudaBackend(CudaLikeBackend):
             return f"fp8 matmul needs compute capability >= 8.9 (Ada/Hopper); this device has {cc[0]}.{cc[1]}"
         return None
 
+    def telemetry_reader(self, device: str, info: dict | None = None) -> telemetry_readers.Reader:
+        """NVML (nvidia-ml-py): the GPU found by the UUID torch reports, else by index. Untested on hardware."""
+        info = info if info is not None else self.device_info(device)
+        return telemetry_readers.NvmlReader(device_index(device), info.get("uuid"), import_module=self._import)
+
     def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
         """Docker's ``--gpus all`` (NVIDIA Container Toolkit); Podman's CDI device ``nvidia.com/gpu=all``
         (``nvidia-ctk cdi generate``). The host's IPC namespace for PyTorch's shared-memory tensors."""
@@ -349,6 +355,11 @@ class RocmBackend(CudaLikeBackend):
         if (self.arch(info) or "").startswith(("gfx94", "gfx95")):
             size = max(size, self.infinity_cache_bytes)
         return size or self.default_cache_bytes
+
+    def telemetry_reader(self, device: str, info: dict | None = None) -> telemetry_readers.Reader:
+        """amdsmi: the GPU found by its HIP index (what torch calls cuda:N). Untested on hardware."""
+        info = info if info is not None else self.device_info(device)
+        return telemetry_readers.AmdSmiReader(device_index(device), info.get("pci_bus_id"), import_module=self._import)
 
     def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
         """The kernel driver's ``/dev/kfd`` and the render nodes ``/dev/dri``, the groups that may open them,

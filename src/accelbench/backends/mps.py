@@ -28,6 +28,9 @@ class MpsBackend(Backend):
     default_cache_bytes = 96 * 1024 ** 2  # largest Apple system-level cache
     install_hint = "macOS 12.3+ on Apple silicon or an AMD GPU"
 
+    def telemetry_missing_reason(self) -> str:
+        return "Apple MPS: no telemetry reader (macOS exposes GPU power and clocks only through `powermetrics`, as root)"
+
     def __init__(self, torch=None, xla=None, import_module: Callable = importlib.import_module, *,
                  system: str | None = None, mac_ver: Callable[[], tuple] = platform.mac_ver,
                  run: Runner = subprocess.run):

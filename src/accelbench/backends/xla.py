@@ -41,6 +41,9 @@ class XlaBackend(Backend):
     default_cache_bytes = 128 * 1024 ** 2  # TPU v4 CMEM
     install_hint = "pip install 'accelbench[xla]' (torch_xla) on a TPU VM"
 
+    def telemetry_missing_reason(self) -> str:
+        return "XLA (TPU): no telemetry reader (TPU runtime metrics are not read yet)"
+
     # ---- modules
     def xla(self):
         """torch_xla, or BackendUnavailable saying why it does not import."""

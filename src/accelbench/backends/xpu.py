@@ -22,6 +22,9 @@ class XpuBackend(Backend):
     telemetry = None  # xpu-smi / Level Zero Sysman readers are not written yet
     install_hint = "an XPU build of torch (pip install torch --index-url https://download.pytorch.org/whl/xpu)"
 
+    def telemetry_missing_reason(self) -> str:
+        return "Intel XPU: no telemetry reader (xpu-smi / Level Zero Sysman readers are not written yet)"
+
     def tf32_available(self, info: dict | None = None) -> str | None:
         return ("tf32: XMX engines run TF32, but PyTorch selects it on XPU through oneDNN's fp32 math mode, which "
                 "accelbench does not switch; float32 stays strict")

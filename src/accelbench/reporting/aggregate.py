@@ -40,7 +40,7 @@ TABLES = list(registry.TABLES)
 
 def expected_files(config: dict) -> list[str]:
     """The CSVs a finished run with this config has (the Snakefile's per-backend outputs)."""
-    return registry.run_files(config.get("backends") or [])
+    return registry.run_files(config.get("backends") or [], config)
 
 
 class Problems:

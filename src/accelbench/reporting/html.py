@@ -8,9 +8,10 @@ Each figure's text is the lead paragraph of its Snakemake report caption (``work
 ``registry.Figure``): one source for both reports.
 
 Order of the page: the summary first (per device the best trustworthy TFLOP/s per dtype and its %
-of peak, the CPU-to-accelerator speedup per size, the AMP speedup and accuracy verdict), then the
-runs and their environment side by side, the figures, and every measured point with flagged ones
-marked in colour and words. When the manifest says the data are incomplete, a banner at the top
+of peak, the CPU-to-accelerator speedup per size, the AMP speedup and accuracy verdict, throttling
+warnings), then the runs and their environment side by side, the figures, what each device was doing
+(the telemetry strip, missing sensors and why, the soak's boost against sustained readings), and every
+measured point with flagged ones marked in colour and words. When the manifest says the data are incomplete, a banner at the top
 names the files.
 """
 
@@ -319,12 +320,72 @@ def point_rows(tables, series) -> dict:
                 "threads": "" if r["threads"] != r["threads"] else int(r["threads"]),
                 "status": str(r["status"]), "flags": str(_cell(r["flags"])), "detail": str(_cell(r["status_detail"])),
                 "peak": S.fmt_num(r["peak_tflops"]), "peak_source": str(_cell(r["peak_source"])),
+                **point_telemetry_cells(r),
             })
         groups.append({"label": label, "device_label": first["device_label"], "color": first["color"],
                        "run_id": first["run_id"], "device": first["device"], "rows": rows})
     counts = mm["status"].value_counts()
     statuses = [s for s in S.STATUS_INFO if s in counts] + sorted(set(counts.index) - set(S.STATUS_INFO))
     return {"groups": groups, "counts": [{"status": s, "count": int(counts[s])} for s in statuses], "n": len(mm)}
+
+
+def point_telemetry_cells(r) -> dict:
+    """A point's (or trial's) telemetry for the tables: clock, power, efficiency, throttling."""
+    throttled = S.as_bool(r.get("throttled"))
+    reasons = r.get("throttle_reasons")
+    return {"clock": S.fmt_num(r.get("clock_mhz_median"), 4) if "clock_mhz_median" in r else "—",
+            "power": S.fmt_num(r.get("power_w_median")) if "power_w_median" in r else "—",
+            "gflop_per_j": S.fmt_num(r.get("gflop_per_j")) if "gflop_per_j" in r else "—",
+            "throttled": throttled, "throttle_reasons": reasons if isinstance(reasons, str) else ""}
+
+
+def telemetry_section(tables, series) -> dict:
+    """The report's telemetry: per device what the sampler found and why sensors are missing, throttling
+    and clock-ramp warnings (also in the summary), and the soak's boost against sustained readings."""
+    labels = {(s["run_id"], s["device"]): (s["label"], s["color"]) for _, s in series.iterrows()}
+    notes = []
+    for n in S.sensor_notes(tables["devices"]):
+        label, color = labels.get((n["run_id"], n["device"]), (f"{n['run_id']} · {n['device']}", None))
+        notes.append({**n, "label": label, "color": color})
+    ramps = {(r["run_id"], r["device"]): r for _, r in S.clock_ramp_counts(tables["matmul"]).iterrows()}
+    warnings = []
+    throttle = S.throttle_warnings(tables)
+    seen = set()
+    for _, w in throttle.iterrows():
+        key = (w["run_id"], w["device"])
+        seen.add(key)
+        label, color = labels.get(key, (f"{w['run_id']} · {w['device']}", None))
+        parts = [f"{w[f'{kind}_throttled']}/{w[f'{kind}_known']} {what}"
+                 for kind, what in (("matmul", "matmul points"), ("soak", "soak intervals"), ("amp", "AMP trials"))
+                 if w[f"{kind}_throttled"]]
+        text = f"throttled in {', '.join(parts)} ({w['reasons'] or 'reason not given'})"
+        ramp = ramps.get(key)
+        if ramp is not None and ramp["ramp"]:
+            text += f"; {ramp['ramp']}/{ramp['known']} points before the clock settled"
+        warnings.append({"label": label, "color": color, "run_id": w["run_id"], "device": w["device"],
+                         "level": "bad", "text": text})
+    for key, ramp in ramps.items():
+        if key in seen or not ramp["ramp"]:
+            continue
+        label, color = labels.get(key, (f"{key[0]} · {key[1]}", None))
+        warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
+                         "text": f"{ramp['ramp']}/{ramp['known']} matmul points measured before the clock settled "
+                                 "(flag clock_ramp)"})
+    soak = []
+    for _, r in S.soak_summary(tables.get("matmul_soak")).iterrows():
+        label, color = labels.get((r["run_id"], r["device"]), (r["device"], None))
+        drop = r["sustained_tflops"] / r["boost_tflops"] if r["boost_tflops"] else float("nan")
+        soak.append({"label": label, "color": color, "run_id": r["run_id"], "device": r["device"],
+                     "point": f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} n={r['n']}",
+                     "seconds": S.fmt_num(r["seconds"]), "boost": S.fmt_num(r["boost_tflops"]),
+                     "sustained": S.fmt_num(r["sustained_tflops"]), "ratio": S.fmt_unit(drop, "×"),
+                     "boost_clock": S.fmt_num(r["boost_clock_mhz"], 4),
+                     "sustained_clock": S.fmt_num(r["sustained_clock_mhz"], 4),
+                     "settled_at": S.fmt_unit(r["settled_at_s"], " s"), "temp": S.fmt_num(r["sustained_temp_c_max"]),
+                     "gflop_per_j": S.fmt_num(r["sustained_gflop_per_j"]),
+                     "throttled": r["throttled"], "reasons": r["reasons"]})
+    return {"notes": notes, "warnings": warnings, "soak": soak,
+            "any_missing": any(n["missing"] or n["note"] for n in notes)}
 
 
 def warmup_rows(tables, series) -> list[dict]:
@@ -359,6 +420,11 @@ def transfer_rows(tables, series) -> list[dict]:
 
 def amp_tables(tables, series) -> dict:
     su, tr = tables["amp_summary"], tables["amp_trials"]
+    spj = {}  # mean samples per joule over a (run, device, workload, mode)'s trials
+    if not tr.empty and "samples_per_j" in tr.columns:
+        ok = tr[pd.to_numeric(tr["samples_per_j"], errors="coerce").notna()]
+        for key, g in ok.groupby([ok["run_id"].astype(str), ok["device"].astype(str), "workload", "mode"]):
+            spj[key] = float(pd.to_numeric(g["samples_per_j"]).mean())
     summ = []
     if not su.empty:
         su = S.with_series(su[su["mode"].notna()], series).sort_values(["label", "workload", "mode"])
@@ -370,7 +436,8 @@ def amp_tables(tables, series) -> dict:
                          "acc": S.fmt_num(r["test_acc_mean"]),
                          "acc_diff": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.2f} pp",
                          "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
-                         "note": r["note"] if isinstance(r["note"], str) else ""})
+                         "note": r["note"] if isinstance(r["note"], str) else "",
+                         "spj": S.fmt_num(spj.get((str(r["run_id"]), str(r["device"]), r["workload"], r["mode"])))})
     trials = []
     if not tr.empty:
         tr = S.with_series(tr, series).sort_values(["label", "workload", "mode", "seed"])
@@ -380,7 +447,8 @@ def amp_tables(tables, series) -> dict:
                            "step": S.fmt_time(r["step_median_s"]), "sps": S.fmt_num(r["samples_per_s"]),
                            "mem": S.fmt_num(r["peak_mem_bytes"] / 2 ** 20) + " MiB", "mem_kind": r["mem_kind"],
                            "loss": S.fmt_num(r["final_loss"]), "acc": S.fmt_num(r["test_acc"]),
-                           "skipped": r["skipped_steps"], "status": str(r["status"])})
+                           "skipped": r["skipped_steps"], "status": str(r["status"]),
+                           "spj": S.fmt_num(r.get("samples_per_j")), **point_telemetry_cells(r)})
     return {"summary": summ, "trials": trials}
 
 
@@ -464,6 +532,7 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
     speedup = summary_speedup(tables, series)
     amp = summary_amp(tables, series)
     transfer = transfer_rows(tables, series)
+    telemetry = telemetry_section(tables, series)
     return {
         "version": __version__,
         "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -491,6 +560,7 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "transfer_measured": any(r["status"] == "ok" for r in transfer),
         "amp_tables": amp_tables(tables, series),
         "scaling": scaling_section(tables, series),
+        "telemetry": telemetry,
         "files_read": manifest.get("files_read", []),
     }
 

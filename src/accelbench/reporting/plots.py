@@ -15,6 +15,9 @@ figure with nothing to show says so in words instead of being left out:
   95% CI over seeds.
 * ``collective_busbw``: nccl-tests' bus bandwidth against message size per collective and world size.
 * ``peer_copy``: the device-to-device copy matrix (GB/s) as a heatmap, peer access on and off.
+* ``telemetry``: per device, clock, power and temperature over the run (both stages' series), every
+  matmul point, soak interval and AMP trial shaded, throttled ones red, clock_ramp points marked.
+* ``matmul_soak``: the sustained mode, TFLOP/s and clock per interval, the settled stretch shaded.
 
 One colour per (run, device) in every figure (``tables.series``), from the colour-blind palette. The
 figure names are ``registry.FIGURES``; ``make_figures`` draws each with the function ``DRAW`` names.
@@ -573,6 +576,128 @@ def fig_peer_copy(plt, sns, tables, series):
     return fig
 
 
+# ---- telemetry (measure.telemetry) --------------------------------------------------------------------
+
+WINDOW_STYLE = {"matmul": ("#4c72b0", "matmul point"), "soak": ("#8172b3", "soak interval"),
+                "amp": ("#55a868", "AMP trial")}
+STRIP_PANELS = (("clock_mhz", "clock (MHz)"), ("power_w", "power (W)"), ("temp_c", "temperature (°C)"))
+
+
+def telemetry_series(tables: dict) -> pd.DataFrame:
+    """Every reading of every device (both stages' series), sorted by time, readings only."""
+    parts = [tables.get(name) for name in ("telemetry_matmul", "telemetry_amp")]
+    parts = [p for p in parts if p is not None and not p.empty and "time_unix_s" in p.columns]
+    if not parts:
+        return pd.DataFrame()
+    df = pd.concat(parts, ignore_index=True)
+    df = df[(df["status"].astype(str) == "ok") & pd.to_numeric(df["time_unix_s"], errors="coerce").notna()].copy()
+    for c in ("time_unix_s", "clock_mhz", "power_w", "temp_c"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    df["run_id"], df["device"] = df["run_id"].astype(str), df["device"].astype(str)
+    return df.sort_values("time_unix_s", kind="stable")
+
+
+def _with_gaps(t: np.ndarray, y: np.ndarray, gap_s: float):
+    """Break the line where readings are further apart than ``gap_s`` (the sampler runs only inside windows)."""
+    if len(t) < 2:
+        return t, y
+    cut = np.nonzero(np.diff(t) > gap_s)[0]
+    return np.insert(t, cut + 1, np.nan), np.insert(y, cut + 1, np.nan)
+
+
+def fig_telemetry(plt, sns, tables, series):
+    """Per device: clock, power and temperature over the run, with every matmul point, soak interval and AMP
+    trial shaded, throttled ones in red and points measured before the clock settled marked."""
+    title = "What the device was doing: clock, power and temperature over the run"
+    data = telemetry_series(tables)
+    if data.empty:
+        return _message(plt, title, "No telemetry was recorded: telemetry.hz is 0, no device had a sensor, or the\n"
+                                    "runs predate telemetry (see the Telemetry section).")
+    windows = S.telemetry_windows(tables)
+    keys = [(r["run_id"], r["device"], r["label"], r["color"]) for _, r in series.iterrows()
+            if ((data["run_id"] == r["run_id"]) & (data["device"] == r["device"])).any()]
+    nrows = 3 * len(keys)
+    fig, axes = plt.subplots(nrows, 1, figsize=(12.5, 1.35 * nrows + 1.2), squeeze=False, sharex=False)
+    for k, (run_id, device, label, color) in enumerate(keys):
+        d = data[(data["run_id"] == run_id) & (data["device"] == device)]
+        t0 = float(d["time_unix_s"].min())
+        t = (d["time_unix_s"] - t0).to_numpy(float)
+        step = float(np.median(np.diff(t))) if len(t) > 1 else 1.0
+        w = windows[(windows["run_id"] == run_id) & (windows["device"] == device)]
+        for j, (col, ylabel) in enumerate(STRIP_PANELS):
+            ax = axes[3 * k + j][0]
+            y = d[col].to_numpy(float)
+            for _, win in w.iterrows():
+                lo, hi = win["start_unix_s"] - t0, win["end_unix_s"] - t0
+                red = S.as_bool(win["throttled"]) is True
+                ax.axvspan(lo, hi, facecolor="#c44e52" if red else WINDOW_STYLE[win["kind"]][0],
+                           alpha=0.35 if red else 0.12, edgecolor="white", lw=0.8)  # white edge: where points meet
+                if j == 0 and S.as_bool(win["clock_ramp"]) is True:
+                    ax.plot([(lo + hi) / 2], [1.0], marker="v", color="#dd8452", ms=6, transform=ax.get_xaxis_transform(),
+                            clip_on=False)
+            if np.isfinite(y).any():
+                tt, yy = _with_gaps(t, y, max(0.2, 3 * step))
+                ax.plot(tt, yy, color=color, lw=1.3)
+                lo_y, hi_y = np.nanmin(y), np.nanmax(y)
+                pad = max((hi_y - lo_y) * 0.15, abs(hi_y) * 0.02, 1.0)
+                ax.set_ylim(lo_y - pad, hi_y + pad)
+            else:
+                ax.text(0.5, 0.5, f"no {ylabel.split(' (')[0]} reading on this device (why: Telemetry section)",
+                        ha="center", va="center", transform=ax.transAxes, fontsize=9, color="#666666")
+                ax.set_yticks([])
+            ax.set_xlim(0, max(float(t.max()), 1e-3))
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.tick_params(labelsize=8)
+            if j == 0:
+                ax.set_title(label, loc="left", fontsize=10, color=color)
+            if j < 2:
+                ax.set_xticklabels([])
+            else:
+                ax.set_xlabel("seconds since the device's first reading in the run", fontsize=8)
+    handles = [Patch(color=c, alpha=0.3) for c, _ in WINDOW_STYLE.values()] + [
+        Patch(color="#c44e52", alpha=0.5), Line2D([0], [0], ls="", marker="v", color="#dd8452")]
+    labels = [lab for _, lab in WINDOW_STYLE.values()] + ["throttled", "clock not settled (clock_ramp)"]
+    _legend_below(fig, handles, labels, ncol=5)
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
+    _finish(fig, 1)
+    return fig
+
+
+def fig_matmul_soak(plt, sns, tables, series):
+    """Per soaked device: TFLOP/s and clock over the soak; the settled stretch shaded."""
+    title = "Sustained mode (matmul.soak_s): throughput and clock over time"
+    soak = tables.get("matmul_soak")
+    if soak is None or soak.empty or not (soak["status"].astype(str) == "ok").any():
+        return _message(plt, title, "No soak was run (matmul.soak_s is 0): boost and sustained readings are not\n"
+                                    "told apart here. Set matmul.soak_s to hold the largest point.")
+    ok = S.with_series(soak[soak["status"].astype(str) == "ok"], series)
+    groups = list(ok.groupby("label", sort=False))
+    fig, axes = _grid(plt, len(groups), ncols=2, panel_w=6.2, panel_h=3.4)
+    for ax, (label, g) in zip(axes, groups):
+        g = g.sort_values("interval")
+        color = g["color"].iloc[0]
+        t = pd.to_numeric(g["t_s"], errors="coerce")
+        ax.plot(t, g["tflops"], color=color, marker="o", ms=3.5, lw=1.8)
+        settled = g["clock_settled"].map(S.as_bool)
+        if (settled == True).any():  # noqa: E712
+            start = float((t - pd.to_numeric(g["interval_s"], errors="coerce"))[settled == True].min())  # noqa: E712
+            ax.axvspan(start, float(t.max()), color="#55a868", alpha=0.10, lw=0)
+            ax.text(start, 0.02, " clock settled", transform=ax.get_xaxis_transform(), fontsize=8, color="#2f6b3d")
+        ax.set_ylim(bottom=0, top=float(pd.to_numeric(g["tflops"], errors="coerce").max()) * 1.15)
+        ax.set_ylabel("TFLOP/s per interval")
+        ax.set_xlabel("seconds into the soak")
+        ax.set_title(f"{label}\n{g['dtype'].iloc[0]} n={int(g['n'].iloc[0])}", fontsize=9.5)
+        clock = pd.to_numeric(g["clock_mhz_median"], errors="coerce")
+        if clock.notna().any():
+            ax2 = ax.twinx()
+            ax2.plot(t, clock, color="#555555", ls="--", lw=1.2)
+            ax2.set_ylabel("clock (MHz, dashed)", fontsize=8)
+            ax2.grid(False)
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 # figure name (registry.FIGURES) -> how it is drawn
 DRAW = {
     "matmul_tflops": lambda plt, sns, tables, series: fig_matmul(plt, sns, tables, series, "tflops"),
@@ -585,6 +710,8 @@ DRAW = {
     "scaling_efficiency": fig_scaling_efficiency,
     "collective_busbw": fig_collective_busbw,
     "peer_copy": fig_peer_copy,
+    "telemetry": fig_telemetry,
+    "matmul_soak": fig_matmul_soak,
 }
 
 

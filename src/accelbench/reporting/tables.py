@@ -5,10 +5,14 @@
 * ``best_tflops``: per device and dtype the best trustworthy throughput and its % of peak.
 * ``cpu_speedup``: accelerator over CPU time for the same dtype and n, within one run.
 * ``amp_verdicts``: the AMP rows of the summary tables (the FP32 baseline rows left out).
+* telemetry: ``telemetry_windows`` (every sampled point and trial on a time line), ``throttle_warnings``,
+  ``clock_ramp_counts``, ``sensor_notes`` (what each device's sampler found, and why sensors are missing),
+  ``soak_summary`` (boost against sustained throughput and clock).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -182,9 +186,9 @@ def as_bool(value) -> bool | None:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return None
     text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
+    if text in ("true", "1", "1.0", "yes"):  # 1.0/0.0: a bool column pandas made float (NaN in another file)
         return True
-    if text in ("false", "0", "no"):
+    if text in ("false", "0", "0.0", "no"):
         return False
     return None
 
@@ -218,3 +222,153 @@ def fmt_unit(x, unit: str, digits: int = 3) -> str:
     """``fmt_num`` with a unit, or a dash alone when there is no value."""
     text = fmt_num(x, digits)
     return text if text == "—" else f"{text}{unit}"
+
+
+# ---- telemetry: what each device was doing while it was measured (measure.telemetry) ---------------------
+
+SENSOR_LABEL = {"clock": "clock", "mem_clock": "memory clock", "power": "power", "energy": "energy",
+                "temperature": "temperature", "utilization": "utilization", "throttle": "throttle reasons"}
+
+
+def _num(df: pd.DataFrame, col: str) -> pd.Series:
+    return pd.to_numeric(df[col], errors="coerce") if col in df.columns else pd.Series(float("nan"), index=df.index)
+
+
+def telemetry_windows(tables: dict) -> pd.DataFrame:
+    """Every sampled window on a time line: matmul points (``kind`` matmul), soak intervals (soak) and AMP
+    trials (amp), with run_id, device, what it was (``what``), start/end on the wall clock, throttled,
+    throttle_reasons and clock_ramp. Rows without a window (telemetry off, files from before it) are left out."""
+    cols = ["run_id", "device", "kind", "what", "start_unix_s", "end_unix_s", "throttled", "throttle_reasons",
+            "clock_ramp"]
+    parts = []
+    for kind, name in (("matmul", "matmul"), ("soak", "matmul_soak"), ("amp", "amp_trials")):
+        df = tables.get(name)
+        if df is None or df.empty or "telemetry_start_unix_s" not in df.columns:
+            continue
+        start, end = _num(df, "telemetry_start_unix_s"), _num(df, "telemetry_end_unix_s")
+        keep = start.notna() & end.notna()
+        if not keep.any():
+            continue
+        d = df[keep]
+        if kind == "amp":
+            what = d["workload"].astype(str) + " " + d["mode"].astype(str) + " seed " + d["seed"].astype(str)
+        else:
+            what = d["dtype"].astype(str) + " n=" + _num(d, "n").map(lambda v: "" if v != v else str(int(v)))
+            if kind == "soak":
+                what = "soak " + what
+        parts.append(pd.DataFrame({
+            "run_id": d["run_id"].astype(str), "device": d["device"].astype(str), "kind": kind, "what": what,
+            "start_unix_s": start[keep], "end_unix_s": end[keep],
+            "throttled": d["throttled"].map(as_bool) if "throttled" in d.columns else None,
+            "throttle_reasons": d.get("throttle_reasons"),
+            "clock_ramp": d["clock_ramp"].map(as_bool) if "clock_ramp" in d.columns else None}))
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)[cols]
+
+
+def throttle_warnings(tables: dict) -> pd.DataFrame:
+    """Per (run_id, device) that throttled anywhere: how many matmul points, soak intervals and AMP trials
+    carried a throttling reason, out of how many with a throttle reading, and which reasons."""
+    cols = ["run_id", "device", "matmul_throttled", "matmul_known", "soak_throttled", "soak_known",
+            "amp_throttled", "amp_known", "reasons"]
+    w = telemetry_windows(tables)
+    if w.empty:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for (run_id, device), g in w.groupby(["run_id", "device"], sort=True):
+        known = g[g["throttled"].notna()]
+        hit = known[known["throttled"] == True]  # noqa: E712 (tri-state column: True, False, None)
+        if hit.empty:
+            continue
+        reasons = sorted({r for text in hit["throttle_reasons"].dropna().astype(str) for r in text.split(";") if r})
+        row = {"run_id": run_id, "device": device, "reasons": ", ".join(reasons)}
+        for kind in ("matmul", "soak", "amp"):
+            row[f"{kind}_throttled"] = int((hit["kind"] == kind).sum())
+            row[f"{kind}_known"] = int((known["kind"] == kind).sum())
+        out.append(row)
+    return pd.DataFrame(out, columns=cols)
+
+
+def clock_ramp_counts(matmul: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, device): matmul points measured before the clock settled (``clock_ramp``), of those
+    for which it could be told."""
+    cols = ["run_id", "device", "ramp", "known"]
+    if matmul is None or matmul.empty or "clock_ramp" not in matmul.columns:
+        return pd.DataFrame(columns=cols)
+    ramp = matmul["clock_ramp"].map(as_bool)
+    df = matmul.assign(_ramp=ramp)[ramp.notna()]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    g = df.groupby([df["run_id"].astype(str), df["device"].astype(str)])["_ramp"]
+    out = pd.DataFrame({"ramp": g.sum().astype(int), "known": g.size()}).reset_index()
+    return out.rename(columns={"level_0": "run_id", "level_1": "device"})[cols]
+
+
+def sensor_notes(devices: pd.DataFrame) -> list[dict]:
+    """Per present device: its telemetry source, the sensors read and the missing ones with why, from the
+    ``telemetry`` entry ``detect`` wrote into devices.json (what the sampler found there)."""
+    out = []
+    if devices is None or devices.empty:
+        return out
+    for _, d in devices.iterrows():
+        if not as_bool(d.get("present")) or not isinstance(d.get("device"), str) or not d.get("device"):
+            continue
+        raw = d.get("telemetry")
+        info = None
+        if isinstance(raw, str) and raw.startswith("{"):
+            try:
+                info = json.loads(raw)
+            except ValueError:
+                info = None
+        entry = {"run_id": str(d["run_id"]), "backend": d["backend"], "device": d["device"],
+                 "device_name": d.get("device_name") or ""}
+        if not isinstance(info, dict):
+            out.append({**entry, "source": "", "found": [], "missing": [],
+                        "note": "not recorded (devices.json written before telemetry existed)"})
+            continue
+        missing = [{"sensor": SENSOR_LABEL.get(k, k), "why": v} for k, v in (info.get("missing") or {}).items()
+                   if k != "mem_clock" or info.get("source") != "cpu_sysfs"]
+        out.append({**entry, "source": info.get("source") or "", "found": sorted(SENSOR_LABEL.get(k, k)
+                    for k in (info.get("found") or {})), "missing": missing, "note": info.get("note") or ""})
+    return out
+
+
+def settled_at(intervals: pd.DataFrame, settled: pd.Series) -> float:
+    """Seconds into a soak at which its first settled interval began (NaN when none settled)."""
+    first = intervals[settled == True]  # noqa: E712 (tri-state column)
+    if first.empty:
+        return float("nan")
+    return float(_num(first, "t_s").iloc[0] - _num(first, "interval_s").iloc[0])
+
+
+def soak_summary(soak: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, device) soak: the point held, its boost reading (the first interval) against its sustained
+    one (the median over the intervals from which the clock had settled; over the second half where no clock
+    was read), when it settled, and whether it throttled."""
+    cols = ["run_id", "backend", "device", "device_name", "dtype", "n", "intervals", "seconds", "boost_tflops",
+            "sustained_tflops", "boost_clock_mhz", "sustained_clock_mhz", "settled_at_s", "sustained_temp_c_max",
+            "sustained_gflop_per_j", "throttled", "reasons"]
+    if soak is None or soak.empty or "interval" not in soak.columns:
+        return pd.DataFrame(columns=cols)
+    ok = soak[soak["status"].astype(str) == "ok"]
+    out = []
+    for (run_id, device), g in ok.groupby([ok["run_id"].astype(str), ok["device"].astype(str)], sort=True):
+        g = g.sort_values("interval")
+        settled = g["clock_settled"].map(as_bool) if "clock_settled" in g.columns else pd.Series(None, index=g.index)
+        steady = g[settled == True] if (settled == True).any() else g.iloc[len(g) // 2:]  # noqa: E712
+        first = g.iloc[0]
+        reasons = sorted({r for text in g["throttle_reasons"].dropna().astype(str) for r in text.split(";") if r})
+        throttled = g["throttled"].map(as_bool)
+        out.append({
+            "run_id": run_id, "backend": first["backend"], "device": device, "device_name": first["device_name"],
+            "dtype": first["dtype"], "n": int(first["n"]), "intervals": len(g), "seconds": float(_num(g, "t_s").max()),
+            "boost_tflops": float(first["tflops"]), "sustained_tflops": float(_num(steady, "tflops").median()),
+            "boost_clock_mhz": _num(g, "clock_mhz_median").iloc[0],
+            "sustained_clock_mhz": _num(steady, "clock_mhz_median").median(),
+            "settled_at_s": settled_at(g, settled),
+            "sustained_temp_c_max": _num(steady, "temp_c_max").max(),
+            "sustained_gflop_per_j": _num(steady, "gflop_per_j").median(),
+            "throttled": None if throttled.isna().all() else bool((throttled == True).any()),  # noqa: E712
+            "reasons": ", ".join(reasons)})
+    return pd.DataFrame(out, columns=cols)

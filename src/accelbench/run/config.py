@@ -195,6 +195,10 @@ def check_cross_keys(config: dict) -> None:
     if {"window", "max_iters"} <= warm.keys() and warm["window"] > warm["max_iters"]:
         raise ConfigError(f"warmup.window: {warm['window']} is larger than warmup.max_iters ({warm['max_iters']}), "
                           f"so the device could never be found stable; allowed: 2 .. {warm['max_iters']}")
+    mm = config.get("matmul") or {}
+    if mm.get("soak_s", 0) > 0 and mm.get("soak_interval_s", 0) > mm["soak_s"]:
+        raise ConfigError(f"matmul.soak_interval_s: {mm['soak_interval_s']} is longer than matmul.soak_s "
+                          f"({mm['soak_s']}), so the soak would have no whole interval; allowed: up to {mm['soak_s']}")
     if "amp" in config:
         check_amp_config(config["amp"])
     if "container" in config and "backends" in config:

@@ -28,7 +28,9 @@ loss, held-out accuracy. A NaN/inf loss ends that trial with status ``nan``; an 
 ``error`` (``oom`` for out-of-memory); an AMP mode this torch cannot train here (``Backend.amp_support``: a
 version floor) is recorded ``unsupported`` without running; the other trials go on. The batch order stays
 on the host and each step's indices are moved to the device (indexing a device tensor with the step number
-would recompile XLA's graph at every step).
+would recompile XLA's graph at every step). Each trial runs inside a window of its
+device's telemetry sampler (``measure.telemetry``): clock, power, temperature, energy, samples per
+joule and throttling go on its row (``trial_telemetry``), every reading into ``telemetry_amp``.
 
 The CUDA, ROCm, MPS, XLA and XPU paths are untested on hardware: their dispatch (autocast dtype,
 GradScaler, TF32 flags, memory counters) is unit-tested with fakes.
@@ -50,6 +52,7 @@ import torch.nn.functional as F
 
 from .. import registry
 from ..backends import AmpPolicy, Backend
+from ..measure import telemetry as tm
 from ..measure.failures import first_line
 from ..run.config import check_amp_config
 from ..run.io import Checkpoint, atomic_write_csv
@@ -64,6 +67,7 @@ DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 STEPS_COLUMNS = registry.TABLES["amp_steps"].all_columns
 TRIALS_COLUMNS = registry.TABLES["amp_trials"].all_columns
 SUMMARY_COLUMNS = registry.TABLES["amp_summary"].all_columns
+SERIES_COLUMNS = registry.TABLES["telemetry_amp"].all_columns
 
 
 # ---------------------------------------------------------------- modes and precision
@@ -336,6 +340,17 @@ def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy
                 "status": "oom" if oom else "error", "status_detail": first_line(exc)}
 
 
+def trial_telemetry(window: dict, row: dict) -> dict:
+    """A trial's telemetry columns from its window's (``measure.telemetry.summarize``): those and its
+    samples per joule (samples/s of the steady steps / the window's mean power, energy / duration)."""
+    out = {k: v for k, v in window.items() if k not in ("clock_settled", "clock_halves_mhz")}
+    start, end = window.get("telemetry_start_unix_s"), window.get("telemetry_end_unix_s")
+    duration = end - start if start is not None and end is not None else None
+    rate = row.get("samples_per_s") if row.get("status") == "ok" else None
+    out["samples_per_j"] = tm.per_joule(rate, window.get("energy_j"), duration)
+    return out
+
+
 # ---------------------------------------------------------------- one backend
 
 CHECKPOINT_KEY = ("config_hash", "device", "workload", "mode", "seed")
@@ -374,8 +389,10 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
                                "threads": st.threads, "steps": 0, "status": "unsupported",
                                "status_detail": unsupported}
                     else:
-                        row = run_trial_safely(trial, amp_cfg, data, policy, backend=backend, threads=st.threads,
-                                               steps_out=trial_steps)
+                        with st.telemetry(device).window() as window:  # what the device did during the trial
+                            row = run_trial_safely(trial, amp_cfg, data, policy, backend=backend, threads=st.threads,
+                                                   steps_out=trial_steps)
+                        row.update(trial_telemetry(window.columns(), row))
                     log(f"amp {device} {workload} {mode} seed={seed}: {row['status']} "
                         f"step={row.get('step_median_s', math.nan) * 1e3:.3g} ms acc={row.get('test_acc', math.nan):.3f}"
                         + (f" ({row['status_detail']})" if row.get("status_detail") else ""))
@@ -413,6 +430,7 @@ def cli(args) -> int:
     atomic_write_csv(st.out_path(args.out_dir, "amp_steps"), pd.DataFrame(steps, columns=STEPS_COLUMNS))
     atomic_write_csv(st.out_path(args.out_dir, "amp_trials"), pd.DataFrame(trials, columns=TRIALS_COLUMNS))
     atomic_write_csv(st.out_path(args.out_dir, "amp_summary"), summary_df.reindex(columns=SUMMARY_COLUMNS))
+    atomic_write_csv(st.out_path(args.out_dir, "telemetry_amp"), st.telemetry_rows(), columns=SERIES_COLUMNS)
     for r in summary_df.reindex(columns=SUMMARY_COLUMNS).itertuples():
         print(f"{r.workload}: {r.verdict}" + (f" Note: {r.note}" if isinstance(r.note, str) and r.note else ""))
     return 0

@@ -16,6 +16,7 @@ import torch
 from .. import backends, registry
 from ..backends import Backend, BackendUnavailable
 from ..measure.failures import one_line
+from ..measure import telemetry as tm
 from ..measure.stability import DeviceWarmup, warm_device
 from ..run.config import ConfigError
 from ..run.provenance import read_run_info, row_provenance
@@ -59,6 +60,7 @@ class StageStart:
     threads: int = 1
     infos: dict = field(default_factory=dict)
     warmups: dict = field(default_factory=dict)
+    telemetries: dict = field(default_factory=dict)
 
     def info(self, device: str) -> dict:
         if device not in self.infos:
@@ -77,6 +79,31 @@ class StageStart:
         """The columns that say which device a row measured and how it was warmed (warms it first)."""
         return {**self.prov, "backend": self.backend.name, "device": device,
                 "device_name": self.info(device)["name"], **self.warm(device).columns()}
+
+    # ---- telemetry (measure.telemetry): what each device was doing while it was measured
+    def telemetry(self, device: str) -> tm.DeviceTelemetry:
+        """The sampler of ``device`` for this stage (the backend's reader at ``telemetry.hz``), made once."""
+        if device not in self.telemetries:
+            cfg = self.config.get("telemetry") or {}
+            hz = float(cfg.get("hz", tm.DEFAULT_HZ))
+            reader = self.backend.telemetry_reader(device, self.info(device)) if hz > 0 else None
+            self.telemetries[device] = tm.DeviceTelemetry(
+                reader, hz, rel_tol=float(cfg.get("settle_rel_tol", tm.DEFAULT_SETTLE_REL_TOL)))
+        return self.telemetries[device]
+
+    def telemetry_rows(self) -> list[dict]:
+        """Every device's readings as rows of ``telemetry_<stage>`` (provenance and device columns first);
+        the readers are closed. One ``absent`` row when the backend has no device here."""
+        if not self.devices:
+            return [{**self.absent_row(), "stage": self.stage}]
+        rows = []
+        for device in self.devices:
+            t = self.telemetry(device)
+            base = {**self.prov, "backend": self.backend.name, "device": device,
+                    "device_name": self.info(device)["name"]}
+            rows += [{**base, **r} for r in t.series(self.stage)]
+            t.close()
+        return rows
 
     def absent_row(self) -> dict:
         return {**self.prov, "backend": self.backend.name, "device": "", "device_name": "", "status": "absent",

@@ -6,7 +6,9 @@ Every backend (``backends.NAMES``) gets an entry from its own ``probe()``; an ab
 absent (CPU-only torch wheel, no driver, torch_xla not installed, ...). Absence never fails detection:
 a CPU-only machine is a valid machine. Alongside: the CPU's model, cores, ISA flags that decide matmul
 speed, max clock and where it was read, caches; each device's theoretical peak per dtype with its source
-(``Backend.peak_tflops``); versions, environment and the provenance every row of the run carries.
+(``Backend.peak_tflops``) and what its telemetry sampler finds (``Backend.telemetry_reader``: the source,
+where each sensor is read, why each missing one is missing); versions, environment and the provenance
+every row of the run carries.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Callable
 
 from .. import __version__, backends
 from ..backends import DTYPES
+from ..measure import telemetry as tm
 from ..run.io import atomic_write_json
 from ..run.provenance import container_image, environment, package_versions, read_run_info
 
@@ -32,6 +35,18 @@ def device_peaks(backend, info: dict, threads: int | None, overrides: dict | Non
     return out
 
 
+def device_telemetry(backend, info: dict, hz: float) -> dict:
+    """What the telemetry sampler finds on one device (``Backend.telemetry_reader``): its source, where each
+    sensor is read and why each missing one is missing; {"source": "off"} when telemetry.hz is 0."""
+    if not hz > 0:
+        return {"source": "off", "hz": 0, "found": {}, "missing": {}, "note": "telemetry.hz is 0: the sampler is off"}
+    try:
+        return tm.describe(backend.telemetry_reader(info["device"], info), hz)
+    except Exception as exc:  # a reader that cannot even be built: recorded, never fatal to detection
+        return {"source": backend.telemetry or "none", "hz": hz, "found": {},
+                "missing": {s: f"reader failed: {type(exc).__name__}: {exc}" for s in tm.SENSORS}}
+
+
 def detect(run_info: dict, torch=None, *, probes: dict[str, Callable[[], dict]] | None = None) -> dict:
     """The devices.json document for this machine: provenance, the CPU, and every backend.
 
@@ -40,6 +55,7 @@ def detect(run_info: dict, torch=None, *, probes: dict[str, Callable[[], dict]] 
     config = run_info.get("config") or {}
     overrides = (config.get("matmul") or {}).get("peak_tflops") or {}
     cpu_threads = config.get("cpu_threads") or None
+    hz = float((config.get("telemetry") or {}).get("hz", tm.DEFAULT_HZ))
     objects = {name: backends.get(name, torch=torch) for name in backends.NAMES}
     torch = objects["cpu"].torch
     cpu = objects["cpu"].device_info("cpu")
@@ -52,6 +68,7 @@ def detect(run_info: dict, torch=None, *, probes: dict[str, Callable[[], dict]] 
         for dev in entry.get("devices", []):
             info = b.peak_info(dev)
             dev["peaks"] = device_peaks(b, info, cpu_threads, overrides)
+            dev["telemetry"] = device_telemetry(b, {**info, **dev}, hz)
             if not b.is_accelerator:
                 dev["peak_threads"] = cpu_threads or "all physical cores"
         found[name] = entry

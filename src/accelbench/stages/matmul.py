@@ -32,6 +32,11 @@ was right. What makes a number here trustworthy:
   predicted over ``matmul.point_budget_s`` is recorded as ``skipped_budget`` without running.
 - **Robust**: OOM (memory freed, sweep goes on), an unsupported dtype, or any exception is that
   point's status; every finished point is checkpointed, and a rerun measures only what is missing.
+- **What the device was doing**: each point runs inside a window of its device's telemetry sampler
+  (``measure.telemetry``, wrapped around the ``point(...)`` call in ``sweep``): clock, power,
+  temperature, energy and GFLOP per joule, throttling, and ``clock_ramp`` when the clock had not
+  settled over the point (``point_telemetry``). With ``matmul.soak_s`` > 0 the largest point is then
+  held for that long (``matmul_soak``) to tell a boost reading from a sustained one.
 
 What differs between devices (dtype support, TF32, caches, free memory, where float64 runs, XLA's
 graph cuts) is asked of the backend object (``accelbench.backends``). CUDA, ROCm, MPS, XLA and XPU
@@ -51,15 +56,19 @@ from typing import Callable
 
 from .. import registry
 from ..backends import DTYPES, Backend
+from ..measure import telemetry as tm
 from ..measure.failures import failure_status, one_line
 from ..measure.timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
 from ..run.io import Checkpoint, atomic_write_csv
 from .common import add_device_stage_arguments, start
+from .matmul_soak import run_soak, soak_rows_for
 
 # First match wins: a point that did not run has exactly one of the first five.
 STATUS_PRECEDENCE = ("error", "oom", "unsupported", "absent", "skipped_budget", "invalid", "wrong_result", "unstable")
 TABLE = registry.TABLES["matmul"]
 COLUMNS = TABLE.all_columns
+SOAK_COLUMNS = registry.TABLES["matmul_soak"].all_columns
+SERIES_COLUMNS = registry.TABLES["telemetry_matmul"].all_columns
 
 WARMUP_S = 0.05  # untimed calls before each point (at least 2)
 PROBE_MIN_S = 0.01  # a probe call shorter than this is overhead-bound: probe a larger size
@@ -274,15 +283,40 @@ def _finite(x) -> bool:
         return False
 
 
+def point_telemetry(window: dict, row: dict) -> dict:
+    """A point's telemetry columns from its window's (``measure.telemetry.summarize``): those, its GFLOP per
+    joule (TFLOP/s x 1000 / the window's mean power), and ``clock_ramp`` (True when the clock had not settled
+    over the point; None for a point without a timing, or with too few clock readings to tell). A ramping
+    clock adds the flag ``clock_ramp`` and a phrase to ``status_detail``; the status stays."""
+    out = {k: v for k, v in window.items() if k not in ("clock_settled", "clock_halves_mhz")}
+    measured = _finite(row.get("median_s")) and _finite(row.get("tflops"))
+    start, end = window.get("telemetry_start_unix_s"), window.get("telemetry_end_unix_s")
+    duration = end - start if _finite(start) and _finite(end) else None
+    out["gflop_per_j"] = tm.per_joule(float(row["tflops"]) * 1e3, window.get("energy_j"), duration) if measured else None
+    settled = window.get("clock_settled")
+    out["clock_ramp"] = None if not measured or settled is None else not settled
+    if out["clock_ramp"]:
+        halves = window.get("clock_halves_mhz") or ("?", "?")
+        out["flags"] = ";".join(f for f in (row.get("flags") or "", "clock_ramp") if f)
+        phrase = f"clock not settled: {halves[0]:.4g} -> {halves[1]:.4g} MHz over the point" \
+            if all(isinstance(h, float) for h in halves) else "clock not settled over the point"
+        out["status_detail"] = "; ".join(d for d in (row.get("status_detail") or "", phrase) if d)
+    return out
+
+
 def sweep(devices: list[str], dtypes: list[str], sizes: list[int], settings: Settings, *,
           kernels_for: Callable[[str], object], device_row: Callable[[str], dict],
           peak_for: Callable[[str, str], tuple], checkpoint, config_hash: str,
-          point: Callable[..., dict] = measure_point, log: Callable[[str], None] = print) -> list[dict]:
+          point: Callable[..., dict] = measure_point, log: Callable[[str], None] = print,
+          telemetry_for: Callable[[str], "tm.DeviceTelemetry"] | None = None) -> list[dict]:
     """Every device x dtype x size, ascending sizes per dtype (each prediction builds on the last).
 
     A point already in ``checkpoint`` under the same ``config_hash`` is taken from it, not measured.
-    Every new point is added to the checkpoint as soon as it is done.
+    Every new point is added to the checkpoint as soon as it is done. Each point is measured inside a
+    window of its device's telemetry (``telemetry_for(device)``; none: telemetry off), whose columns
+    (``point_telemetry``) go on its row.
     """
+    off = tm.DeviceTelemetry(None, 0)
     rows = []
     for device in devices:
         base = None  # the device's columns; it is warmed just before its first point that is measured
@@ -307,8 +341,10 @@ def sweep(devices: list[str], dtypes: list[str], sizes: list[int], settings: Set
                     if peak is None:
                         peak = peak_for(device, dtype)
                     started = time.perf_counter()
-                    row = {**base, **point(kernels, dtype=dtype, n=n, settings=settings, peak=peak,
-                                           previous=previous)}
+                    with (telemetry_for(device) if telemetry_for else off).window() as window:
+                        measured = point(kernels, dtype=dtype, n=n, settings=settings, peak=peak, previous=previous)
+                    row = {**base, **measured}
+                    row.update(point_telemetry(window.columns(), row))
                     checkpoint.add(row)
                     log(f"matmul {device} {dtype} n={n}: {row['status']} tflops={row['tflops']:.4g} "
                         f"(took {time.perf_counter() - started:.3g} s, predicted {row['predicted_s']:.3g} s) "
@@ -486,6 +522,27 @@ class TorchMatmul:
         err = (t.linalg.norm(got - ref) / t.linalg.norm(ref)).item()
         return err if math.isfinite(err) else math.inf
 
+    def soak_step(self, dtype: str, n: int) -> Callable[[], None]:
+        """For the sustained mode (``matmul_soak``): one product on the next input pair (the same rotation
+        as ``time``), then the device synchronized, per call; the output buffer reused."""
+        pair_bytes = 2 * n * n * _ELEMENT_BYTES[dtype]
+        sets = rotation_sets(pair_bytes, self.cache_bytes(), self.free_bytes(), self.rotate)
+        self.torch.manual_seed(self._seed("soak", dtype, n))
+        pairs = itertools.cycle(self._pairs(dtype, n, sets))
+        _, g = self._op(dtype, n)
+        op, sync, cut = g.pop("op"), self.backend.synchronizer(self.device), self.cut
+        fp8 = dtype == "float8_e4m3fn"
+
+        def step() -> None:
+            a, b = next(pairs)
+            out = op(a, b, g["sa"], g["sb"], out_dtype=g["od"]) if fp8 else op(a, b, out=g["C"])
+            if cut is not None:
+                cut()
+            sync()
+            del out
+
+        return step
+
     def time(self, dtype: str, n: int, warmup: int) -> tuple[TimingStats, int]:
         """Time the product, cycling through input pairs that do not fit in the last-level cache."""
         pair_bytes = 2 * n * n * _ELEMENT_BYTES[dtype]
@@ -528,6 +585,8 @@ def cli(args) -> int:
         row = {c: "" for c in COLUMNS}
         row.update(st.absent_row(), flags="absent")
         atomic_write_csv(out, [row], columns=COLUMNS)
+        atomic_write_csv(st.out_path(args.out_dir, "matmul_soak"), [st.absent_row()], columns=SOAK_COLUMNS)
+        atomic_write_csv(st.out_path(args.out_dir, "telemetry_matmul"), st.telemetry_rows(), columns=SERIES_COLUMNS)
         print(f"matmul: {st.absent_reason}")
         return 0
 
@@ -547,6 +606,10 @@ def cli(args) -> int:
         device_row=st.device_row,
         peak_for=lambda d, dt: peak_safe(st.backend, st.info(d), dt, st.threads, mm_cfg.get("peak_tflops") or {}),
         checkpoint=checkpoint, config_hash=st.run_info["config_hash"],
+        telemetry_for=st.telemetry,
     )
     atomic_write_csv(out, rows, columns=COLUMNS)
+    soak = soak_rows_for(st, rows, mm_cfg, kernels_for=kernels_for, run=run_soak)
+    atomic_write_csv(st.out_path(args.out_dir, "matmul_soak"), soak, columns=SOAK_COLUMNS)
+    atomic_write_csv(st.out_path(args.out_dir, "telemetry_matmul"), st.telemetry_rows(), columns=SERIES_COLUMNS)
     return 0
