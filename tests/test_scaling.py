@@ -852,7 +852,7 @@ def test_report_scaling_section_shows_the_measured_rows(fixtures):
         cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" data-mode="{r["mode"]}" ' \
                f'data-world="{int(r["world_size"])}" data-efficiency="{r["scaling_efficiency"]}"'
         assert cell in html, cell
-    section = html[html.index('<section id="scaling">'):html.index('<section id="points">')]
+    section = html[html.index('<section id="scaling">'):html.index('<section id="telemetry">')]
     assert 'data-run="laptop-cpu"' not in section and "laptop-cpu · cpu: disabled" in section  # its scaling was off
     eff = svg_words(built["plots"] / "scaling_efficiency.svg")
     assert "scaling efficiency" in eff and "world size (ranks)" in eff and "nn.DataParallel" not in eff
