@@ -12,7 +12,8 @@ from accelbench.reporting import tables as S
 from accelbench.reporting.plots import FIGURES, load_tables
 from fixture_runs import build
 
-RULE_PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss"]
+RULE_PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss", "membw",
+              "roofline"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

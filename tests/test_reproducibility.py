@@ -27,7 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 # rows are identified by these columns
 KEYS = {
-    "matmul": ["device", "dtype", "n"],
+    "matmul": ["device", "dtype", "shape_name", "m", "n", "k"],
+    "matmul_search": ["device", "dtype", "phase", "m", "n", "k"],
+    "membw": ["device", "kernel", "size_bytes"],
     "warmup": ["device"],  # one row per iteration; how many iterations depends on timing
     "amp_steps": ["device", "workload", "mode", "seed", "step"],
     "amp_trials": ["device", "workload", "mode", "seed"],
@@ -35,7 +37,7 @@ KEYS = {
 }
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
 TIMING = re.compile(
-    r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|samples_per_s|speedup.*|repeats|blocks|input_sets"
+    r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|_ci95_low|_ci95_high|samples_per_s|speedup.*|repeats|blocks|input_sets"
     r"|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls|device_warmup_status)$")
 # columns that carry ok-vs-unstable (noise) and its explanation
 NOISE = {"status", "flags", "status_detail"}
@@ -102,7 +104,7 @@ def _changed(value):
     if isinstance(value, str):
         return value + "x"
     if isinstance(value, list):
-        return value[:-1] if len(value) > 1 else value + value
+        return value[:-1] if len(value) > 1 else (value + value if value else [0])
     raise AssertionError(value)
 
 

@@ -22,7 +22,7 @@ import timeit
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
-from . import peaks
+from . import bandwidth, peaks
 
 # The matmul dtypes a sweep may ask for (the schema's ``dtype`` enum says the same).
 DTYPES = peaks.DTYPES
@@ -283,6 +283,18 @@ class Backend:
     def peak_is_bound(self, info: dict, overridden: bool) -> bool:
         """Whether the peak is a true upper bound (above it a point is ``invalid``)."""
         return True
+
+    def peak_gbps(self, info: dict, overrides: dict | None = None) -> tuple[float | None, str]:
+        """Peak bandwidth of the device's own memory in GB/s, and its source (``membw``, the roofline).
+
+        ``overrides`` is the config's ``membw.peak_gbps`` ({backend: GB/s}) and wins."""
+        override = (overrides or {}).get(self.name)
+        if override is not None:
+            return float(override), f"config membw.peak_gbps.{self.name} = {override}"
+        return self.table_bandwidth(info)
+
+    def table_bandwidth(self, info: dict) -> tuple[float | None, str]:
+        return bandwidth.device_peak_gbps(info)
 
     # ---- host <-> device copies -------------------------------------------------------------------
     def pinned_memory_support(self) -> str | None:
