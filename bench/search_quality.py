@@ -21,6 +21,10 @@ measure all) and prints its best; ``--repeats`` runs it that many times to show 
     python bench/search_quality.py [--min 64] [--max 512] [--step 64] [--threads 2] [--budget-s 60]
     python bench/search_quality.py --max 1024 --no-exhaustive --repeats 3
     python bench/search_quality.py --fake --max 1024
+    python bench/search_quality.py --device cuda:0 --dtype bfloat16 --min 1024 --max 8192 --step 1024   # a GPU
+
+On an accelerator (``--device``) the same code runs through that backend's synchronization and peaks;
+untested on hardware until a GPU run is recorded in the README.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ def main() -> None:
     p.add_argument("--min", type=int, default=64)
     p.add_argument("--max", type=int, default=512)
     p.add_argument("--step", type=int, default=64)
+    p.add_argument("--device", default="cpu", help="torch device: cpu, cuda:0, ...")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--budget-s", type=float, default=60.0)
@@ -133,17 +138,19 @@ def main() -> None:
         print(f"device: QuantizedGemmModel (synthetic, known optimum), {args.dtype}")
     else:
         torch.set_num_threads(args.threads)
-        cpu = backends.get("cpu")
-        measurer = Measurer(cpu.synced_timer("cpu"), min_run_time_s=args.min_run_time, threads=args.threads)
-        measurers = {"screen": measurer, "confirm": Measurer(cpu.synced_timer("cpu"),
-                                                            min_run_time_s=args.confirm_run_time,
-                                                            threads=args.threads)}
-        kernels = TorchMatmul("cpu", cpu, measurer=measurer, seed=0, reuse_operands=True)
+        backend = backends.for_device(args.device)
+        info = backend.device_info(args.device)
+        timer = backend.synced_timer(args.device)
+        measurer = Measurer(timer, min_run_time_s=args.min_run_time, threads=args.threads)
+        measurers = {"screen": measurer,
+                     "confirm": Measurer(timer, min_run_time_s=args.confirm_run_time, threads=args.threads)}
+        kernels = TorchMatmul(args.device, backend, measurer=measurer, info=info, seed=0, reuse_operands=True)
         if args.cache_mb:
             kernels._cache_bytes = int(args.cache_mb * 1024 ** 2)
-        peak = peak_safe(cpu, cpu.device_info("cpu"), args.dtype, args.threads, {})
+        peak = peak_safe(backend, info, args.dtype, args.threads, {})
         clock = time.monotonic
-        print(f"device: {cpu.device_info('cpu')['name']}, {args.threads} threads, {args.dtype}, torch {torch.__version__}")
+        print(f"device: {args.device} {info['name']}, {args.threads} threads, {args.dtype}, "
+              f"torch {torch.__version__}")
     print(f"grid: m, n, k in {args.min}..{args.max} step {args.step}: {space.size} shapes; "
           f"screening {args.min_run_time:g} s, confirmation {args.confirm_run_time:g} s per shape", flush=True)
 
@@ -151,7 +158,8 @@ def main() -> None:
     for r in range(args.repeats):
         t0 = clock()
         rows = search_device_dtype(kernels, dtype=args.dtype, space=space, search_cfg=search_cfg, settings=settings,
-                                   peak=peak, base={"device": "cpu"}, checkpoint=_NoCheckpoint(), config_hash="bench",
+                                   peak=peak, base={"device": args.device}, checkpoint=_NoCheckpoint(),
+                                   config_hash="bench",
                                    measurers=measurers, clock=clock, log=lambda s: None)
         took = clock() - t0
         best = next((row for row in rows if row.get("best")), None)

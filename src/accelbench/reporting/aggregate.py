@@ -11,10 +11,14 @@ its config lists) is read and checked before anything is written:
   added in a later version may be missing from older files: it is filled with what such a file means,
   ``registry.ADDED_COLUMNS``, and a warning names the file);
 * numeric columns hold numbers;
-* a matmul file has a row for every configured size of every (device, dtype) it lists, an AMP trials
-  file a trial for every configured seed and workload, an AMP summary every workload (one row per
-  point whatever its status, so most files cut at a line boundary are still caught; warm-up and
-  AMP step files cut exactly at a line end are not detectable).
+* a matmul file has a row for every configured size and every configured shape (``matmul.shapes``) of
+  every (device, dtype) it lists, a search file (with ``matmul.search`` on) rows for every searched
+  dtype of each device, a memory-bandwidth file a launch row and copy and triad at the same sizes,
+  an AMP trials file a trial for every configured seed and workload, an AMP summary every workload
+  (one row per point whatever its status, so most files cut at a line boundary are still caught;
+  warm-up and AMP step files cut exactly at a line end are not detectable);
+* a run made before a stage existed (its config lacks the stage's key, ``Stage.since_config_key``) is
+  not expected to have that stage's files, and a matmul file from before shapes gets m and k from n.
 
 Every problem names its file. The tables are written either way (so the data can be inspected),
 together with ``manifest.json``; when a problem was found the manifest says ``"complete": false``

@@ -11,7 +11,8 @@ Order of the page: the summary first (per device the best trustworthy TFLOP/s pe
 of peak, beside it the shape search's best, the CPU-to-accelerator speedup per size, the AMP speedup
 and accuracy verdict), then the runs and their environment side by side, the figures, your shapes
 (``matmul.shapes``), the shape search, memory bandwidth and the roofline with a verdict per point,
-and every measured point with flagged ones marked in colour and words. When the manifest says the data are incomplete, a banner at the top
+and every measured point with flagged ones marked in colour and words. When the manifest says the
+data are incomplete, a banner at the top
 names the files.
 """
 
@@ -406,7 +407,8 @@ def shape_rows(tables, series, points: pd.DataFrame) -> list[dict]:
     out = []
     for _, r in mm.iterrows():
         sq = best[(best["run_id"] == r["run_id"]) & (best["device"] == r["device"]) & (best["dtype"] == r["dtype"])]
-        ratio = float(r["tflops"]) / float(sq["tflops"].iloc[0]) if not sq.empty and r["tflops"] == r["tflops"] else None
+        measured = not sq.empty and r["tflops"] == r["tflops"]
+        ratio = float(r["tflops"]) / float(sq["tflops"].iloc[0]) if measured else None
         v = verdicts.get((r["run_id"], r["device"], "shape", r["shape_name"], r["dtype"]))
         lo = r["flops"] / r["ci95_high_s"] / 1e12 if r["ci95_high_s"] == r["ci95_high_s"] else float("nan")
         hi = r["flops"] / r["ci95_low_s"] / 1e12 if r["ci95_low_s"] == r["ci95_low_s"] else float("nan")
@@ -476,7 +478,8 @@ def membw_tables(tables, series) -> dict:
                 cells[kernel] = {"gbps": "—", "ci": "", "pct": "—"}
                 continue
             top = k.loc[k["size_bytes"].idxmax()]
-            cells[kernel] = {"gbps": S.fmt_num(top["gbps"]), "ci": _tflops_ci(top["gbps_ci95_low"], top["gbps_ci95_high"]),
+            cells[kernel] = {"gbps": S.fmt_num(top["gbps"]),
+                             "ci": _tflops_ci(top["gbps_ci95_low"], top["gbps_ci95_high"]),
                              "pct": S.fmt_unit(top["pct_of_peak"], "%")}
         size = r["bandwidth_size_bytes"] if r is not None else float("nan")
         cache = pd.to_numeric(g["cache_bytes"], errors="coerce").dropna()
@@ -492,7 +495,8 @@ def membw_tables(tables, series) -> dict:
     points = []
     for _, r in bw.sort_values(["label", "kernel", "size_bytes"]).iterrows():
         points.append({"label": r["label"], "color": r["color"], "kernel": r["kernel"],
-                       "size": "" if r["size_bytes"] != r["size_bytes"] else f"{S.fmt_num(r['size_bytes'] / 2 ** 10)} KiB",
+                       "size": ("" if r["size_bytes"] != r["size_bytes"] else
+                                f"{S.fmt_num(r['size_bytes'] / 2 ** 10)} KiB"),
                        "gbps": S.fmt_num(r["gbps"]), "ci": _tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]),
                        "median": S.fmt_time(r["median_s"]), "status": str(r["status"])})
     return {"devices": devices, "points": points}

@@ -424,7 +424,9 @@ def fig_amp_loss(plt, sns, tables, series):
 
 
 def _fmt_us(seconds: float) -> str:
-    return "—" if not (seconds == seconds) else (f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms")
+    if not seconds == seconds:
+        return "—"
+    return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
 
 
 def fig_membw(plt, sns, tables, series):
@@ -483,13 +485,14 @@ ROOFLINE_MARKERS = {"square": ("o", "square sweep n×n×n"), "shape": ("s", "mat
 
 
 def fig_roofline(plt, sns, tables, series):
-    title = "Roofline: TFLOP/s against arithmetic intensity, measured memory roof and peak compute roofs"
+    title = ("Roofline: TFLOP/s against arithmetic intensity\n"
+             "memory roof = measured bandwidth (membw), compute roofs = peaks")
     pts = R.roofline_points(tables)
     if pts.empty:
         return _message(plt, title, "No trustworthy matmul point or AMP trial to place on a roofline.")
     pts = S.with_series(pts, series)
     labels = [lab for lab in series["label"] if lab in set(pts["label"])]
-    fig, axes = _grid(plt, len(labels), ncols=2, panel_w=6.4, panel_h=4.6)
+    fig, axes = _grid(plt, len(labels), ncols=2, panel_w=6.4 if len(labels) > 1 else 9.0, panel_h=4.6)
     dtypes = S.dtype_sorted(pts["dtype"])
     pal = dict(zip(dtypes, sns.color_palette("colorblind", len(dtypes) + 3).as_hex()[3:]))
     for ax, label in zip(axes, labels):
@@ -514,7 +517,8 @@ def fig_roofline(plt, sns, tables, series):
             peak = float(r["compute_roof_tflops"])
             start = peak * 1e3 / bw if bw == bw else lo
             ax.plot([start, hi], [peak, peak], color=pal[r["dtype"]], lw=1.3, ls="--")
-            ax.text(hi, peak, f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} {'peak' if r['roof_source'] == 'peak' else 'best'} ",
+            roof = "peak" if r["roof_source"] == "peak" else "best"
+            ax.text(hi, peak, f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} {roof} ",
                     fontsize=7.5, color=pal[r["dtype"]], ha="right", va="bottom")
         for (kind, dtype, launch), g in d.groupby(["kind", "dtype", d["verdict"] == "launch_bound"], sort=False):
             marker = ROOFLINE_MARKERS.get(kind, ("o", kind))[0]
