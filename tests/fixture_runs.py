@@ -3,10 +3,13 @@
 Two runs:
 
 * ``laptop-cpu``: a 2-core Zen 3 laptop, CPU only (bf16/fp16 matmul 50-300x slower than fp32, the
-  largest low-precision points skipped for the time budget, fp8 unsupported).
+  largest low-precision points skipped for the time budget, fp8 unsupported); one named shape
+  (``qkv``); the shape search off (its file holds only the header); memory bandwidth and launch floor.
 * ``gpu-node-h100``: a node with one NVIDIA H100 and its host CPU; flagged points: an ``unstable``
   fp32 point, an ``invalid`` fp16 point (above 100% of peak), an ``oom``, a ``wrong_result`` fp8
-  point and CPU points ``skipped_budget``.
+  point and CPU points ``skipped_budget``; three transformer shapes (``qkv``, ``mlp_up``,
+  ``mlp_down``); a bf16 shape search whose best (2048 x 2048 x 13312, mamf-finder's H100 shape) beats
+  the best square point; HBM bandwidth and launch floor.
 
 Telemetry on both: the laptop without RAPL access or throttle counters (power, energy and throttling
 null, devices.json says why); the H100 with every NVML sensor, its first point on a ramping clock
@@ -39,12 +42,16 @@ LAPTOP_CPU = "AMD Ryzen 7 5800U with Radeon Graphics"
 H100_PEAK = {"float32": 66.9, "tf32": 494.7, "bfloat16": 989.4, "float16": 989.4, "float8_e4m3fn": 1978.9}
 
 
-def make_config(run: str, backends: list[str], sizes: list[int], dtypes: list[str], seeds=(0, 1, 2)) -> dict:
+def make_config(run: str, backends: list[str], sizes: list[int], dtypes: list[str], seeds=(0, 1, 2),
+                shapes=(), search_dtypes=()) -> dict:
     config = load(REPO / "config.yaml")
     config["run"] = run
     config["backends"] = backends
     config["matmul"]["sizes"] = sizes
     config["matmul"]["dtypes"] = dtypes
+    config["matmul"]["shapes"] = [dict(zip(("name", "m", "n", "k"), s)) for s in shapes]
+    if search_dtypes:
+        config["matmul"]["search"].update(enabled=True, dtypes=list(search_dtypes), budget_s=300.0)
     config["amp"]["seeds"] = list(seeds)
     config["amp"]["steps"] = 40
     return config
@@ -103,7 +110,8 @@ def matmul_rows(prov: dict, backend: str, device: str, device_name: str, sizes, 
             elif n > budget_n.get(dtype, 1 << 30):
                 status = "skipped_budget"
             row = {**prov, "backend": backend, "device": device, "device_name": device_name, "dtype": dtype,
-                   "n": n, "flops": flops, "threads": threads, "allow_tf32": dtype == "tf32",
+                   "shape_name": "", "m": n, "n": n, "k": n, "flops": flops, "threads": threads,
+                   "allow_tf32": dtype == "tf32",
                    "peak_tflops": peak.get(dtype, float("nan")),
                    "peak_source": "datasheet" if dtype in peak else "",
                    "rel_error_max": rel_error_max.get(dtype, float("nan")), "status": status, "flags": "",
@@ -135,6 +143,87 @@ def matmul_rows(prov: dict, backend: str, device: str, device_name: str, sizes, 
                                           "unsupported": f"{dtype} matmul not supported on {backend}",
                                           "error": "RuntimeError: cuBLAS error"}.get(status, ""))
             rows.append(row)
+    return rows
+
+
+def shape_rows(prov: dict, backend: str, device: str, device_name: str, shapes, dtypes, efficiency: dict,
+               best: dict, peak: dict, threads: int, rel_error_max: dict) -> list[dict]:
+    """One row per (dtype, named shape): ``efficiency[name]`` of the dtype's ``best`` TFLOP/s."""
+    rows = []
+    for dtype in dtypes:
+        for name, m, n, k in shapes:
+            flops = 2.0 * m * n * k
+            row = {**prov, "backend": backend, "device": device, "device_name": device_name, "dtype": dtype,
+                   "shape_name": name, "m": m, "n": n, "k": k, "flops": flops, "threads": threads,
+                   "allow_tf32": False, "peak_tflops": peak.get(dtype, float("nan")),
+                   "peak_source": "datasheet" if dtype in peak else "",
+                   "rel_error_max": rel_error_max.get(dtype, float("nan")), "flags": "", "status_detail": ""}
+            if dtype not in best:
+                row.update(status="unsupported", flags="unsupported", repeats=0,
+                           status_detail=f"{dtype} matmul not supported on {backend}")
+                rows.append(row)
+                continue
+            tflops = best[dtype] * efficiency[name]
+            median_s = flops / (tflops * 1e12)
+            row.update(median_s=median_s, iqr_s=0.01 * median_s, ci95_low_s=0.995 * median_s,
+                       ci95_high_s=1.006 * median_s, repeats=60, tflops=tflops, rel_error=1e-6, status="ok",
+                       pct_of_peak=100.0 * tflops / peak[dtype] if dtype in peak else float("nan"))
+            rows.append(row)
+    return rows
+
+
+def search_rows(prov: dict, backend: str, device: str, device_name: str, dtype: str, best_shape, best_tflops: float,
+                peak: float, threads: int, budget_s: float = 300.0, evaluations: int = 40) -> list[dict]:
+    """A finished search: coarse and refine evaluations below the best, then three confirmations; the best
+    confirmed one is ``best_shape`` at ``best_tflops``."""
+    rng = np.random.default_rng(len(device) + evaluations)
+    bm, bn, bk = best_shape
+    rows = []
+
+    def row(i, phase, m, n, k, tflops, best=False):
+        flops = 2.0 * m * n * k
+        median_s = flops / (tflops * 1e12)
+        lo, hi = 0.996 * median_s, 1.005 * median_s
+        return {**prov, "backend": backend, "device": device, "device_name": device_name, "dtype": dtype,
+                "m": m, "n": n, "k": k, "flops": flops, "phase": phase, "evaluation": i, "threads": threads,
+                "median_s": median_s, "iqr_s": 0.012 * median_s, "ci95_low_s": lo, "ci95_high_s": hi,
+                "repeats": 40 if phase != "confirm" else 120, "tflops": tflops, "tflops_ci95_low": flops / hi / 1e12,
+                "tflops_ci95_high": flops / lo / 1e12, "peak_tflops": peak, "pct_of_peak": 100 * tflops / peak,
+                "rel_error": 2e-3, "status": "ok", "best": best, "status_detail": "",
+                "method": "coarse grid + multi-start compass search + confirmation", "grid_points": 26 * 26 * 31,
+                "evaluated_shapes": evaluations, "search_s": 0.93 * budget_s, "budget_s": budget_s,
+                "stop_reason": "converged", "min_run_time_s": 0.3 if phase == "confirm" else 0.05}
+
+    for i in range(evaluations):
+        m, n, k = (int(x) for x in rng.choice([1024, 2048, 3072, 4096, 6144, 8192], size=3))
+        rows.append(row(i, "coarse" if i < 27 else "refine", m, n, k, best_tflops * (0.55 + 0.4 * rng.random())))
+    rows[-1] = row(evaluations - 1, "refine", bm, bn, bk, best_tflops * 1.004)
+    rows.append(row(evaluations, "confirm", bm, bn, bk, best_tflops, best=True))
+    rows.append(row(evaluations + 1, "confirm", 4096, 4096, 8192, best_tflops * 0.97))
+    rows.append(row(evaluations + 2, "confirm", 2048, 4096, 13312, best_tflops * 0.96))
+    return rows
+
+
+def membw_rows(prov: dict, backend: str, device: str, device_name: str, launch_s: float, cache_gbps: float,
+               memory_gbps: float, cache_bytes: int, peak_gbps: float | None, threads: int) -> list[dict]:
+    """The launch floor, then copy and triad from 64 KiB to 4x the cache: cache bandwidth falling to memory's."""
+    base = {**prov, "backend": backend, "device": device, "device_name": device_name, "threads": threads,
+            "peak_gbps": peak_gbps if peak_gbps else float("nan"),
+            "peak_source": "datasheet" if peak_gbps else "cpu: measured only", "cache_bytes": cache_bytes}
+    rows = [{**base, "kernel": "launch", "size_bytes": 4, "bytes_moved": float("nan"), "median_s": launch_s,
+             "iqr_s": 0.02 * launch_s, "ci95_low_s": 0.99 * launch_s, "ci95_high_s": 1.01 * launch_s,
+             "repeats": 20000, "gbps": float("nan"), "status": "ok"}]
+    sizes = [64 * 1024 * 4 ** i for i in range(12) if 64 * 1024 * 4 ** i < 4 * cache_bytes] + [4 * cache_bytes]
+    for size in sizes:
+        for kernel, arrays, slower in (("copy", 2, 0.92), ("triad", 3, 1.0)):
+            rate = slower * (memory_gbps + (cache_gbps - memory_gbps) / (1 + (size / cache_bytes) ** 3))
+            moved = arrays * size
+            median_s = moved / rate / 1e9
+            rows.append({**base, "kernel": kernel, "size_bytes": size, "bytes_moved": moved, "median_s": median_s,
+                         "iqr_s": 0.02 * median_s, "ci95_low_s": 0.99 * median_s, "ci95_high_s": 1.012 * median_s,
+                         "repeats": 60, "gbps": rate, "gbps_ci95_low": moved / (1.012 * median_s) / 1e9,
+                         "gbps_ci95_high": moved / (0.99 * median_s) / 1e9,
+                         "pct_of_peak": 100 * rate / peak_gbps if peak_gbps else float("nan"), "status": "ok"})
     return rows
 
 
@@ -373,11 +462,13 @@ def soak_rows(prov: dict, backend: str, device: str, device_name: str, dtype: st
 
 def off_soak(prov: dict, backend: str, device: str, device_name: str) -> list[dict]:
     return [{**prov, "backend": backend, "device": device, "device_name": device_name, "status": "off"}]
+CPU_SHAPES = (("qkv", 256, 768, 256),)
+GPU_SHAPES = (("qkv", 8192, 12288, 4096), ("mlp_up", 8192, 16384, 4096), ("mlp_down", 8192, 4096, 16384))
 
 
 def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop") -> Path:
     sizes, dtypes = [256, 512, 1024, 2048], ["float32", "bfloat16", "float16", "float8_e4m3fn"]
-    config = make_config(run_id, ["cpu"], sizes, dtypes)
+    config = make_config(run_id, ["cpu"], sizes, dtypes, shapes=CPU_SHAPES)
     h = config_hash(config)
     d = Path(results) / run_id
     d.mkdir(parents=True, exist_ok=True)
@@ -394,11 +485,16 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
                        best={"float32": 0.21, "bfloat16": 0.0021, "float16": 0.0009},
                        peak={"float32": 0.256}, threads=2, overrides={}, rel_error_max=rel,
                        budget_n={"bfloat16": 1024, "float16": 1024})
+    rows += shape_rows(prov, "cpu", "cpu", LAPTOP_CPU, CPU_SHAPES, dtypes, {"qkv": 0.62},
+                       {"float32": 0.21, "bfloat16": 0.0021, "float16": 0.0009}, {"float32": 0.256}, 2, rel)
     series, t = add_telemetry(rows, kind="matmul", t0=T0, source="cpu_sysfs", clock=2890.0, power=None, temp=58.0,
                               throttle_known=False)
     _csv(d / "matmul_cpu.csv", rows, "matmul")
     _csv(d / "matmul_soak_cpu.csv", off_soak(prov, "cpu", "cpu", LAPTOP_CPU), "matmul_soak")
     _csv(d / "telemetry_matmul_cpu.csv", series_rows(prov, "cpu", "cpu", LAPTOP_CPU, series), "telemetry_matmul")
+    _csv(d / "matmul_search_cpu.csv", [], "matmul_search")  # the search is off: header only
+    _csv(d / "membw_cpu.csv", membw_rows(prov, "cpu", "cpu", LAPTOP_CPU, 1.9e-6, 180.0, 38.0, 16 * 2 ** 20, None, 2),
+         "membw")
     _csv(d / "warmup_cpu.csv", warmup_rows(prov, "cpu", "cpu", LAPTOP_CPU, 0.0241, 0.00261, 6, 2), "warmup")
     st, tr, su = amp_rows(prov, "cpu", "cpu", LAPTOP_CPU, "amp_bf16", 0.0121, 0.42, 0.91, -0.004, [0, 1, 2], 40, 2,
                           "rss")
@@ -415,7 +511,7 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
 def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gpu-node-01") -> Path:
     sizes = [256, 512, 1024, 2048, 4096, 8192, 16384]
     dtypes = ["float32", "bfloat16", "float16", "float8_e4m3fn"]
-    config = make_config(run_id, ["cpu", "cuda"], sizes, dtypes)
+    config = make_config(run_id, ["cpu", "cuda"], sizes, dtypes, shapes=GPU_SHAPES, search_dtypes=["bfloat16"])
     config["container"]["runtime"] = "apptainer"
     config["scaling"]["enabled"] = True
     h = config_hash(config)
@@ -443,6 +539,12 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
                        peak=H100_PEAK, threads=1, rel_error_max=rel, budget_n={},
                        overrides={("float32", 256): "unstable", ("float16", 256): "invalid",
                                   ("float32", 16384): "oom", ("float8_e4m3fn", 256): "wrong_result"})
+    cpu += shape_rows(prov, "cpu", "cpu", EPYC, GPU_SHAPES, dtypes, {"qkv": 0.9, "mlp_up": 0.92, "mlp_down": 0.88},
+                      {"float32": 1.6, "bfloat16": 0.017, "float16": 0.0061}, {"float32": 2.05}, 16, rel)
+    cuda += shape_rows(prov, "cuda", "cuda:0", H100, GPU_SHAPES, ["float32", "tf32", *dtypes[1:]],
+                       {"qkv": 1.02, "mlp_up": 1.05, "mlp_down": 0.97},
+                       {"float32": 51.0, "tf32": 378.0, "bfloat16": 712.0, "float16": 735.0, "float8_e4m3fn": 1310.0},
+                       H100_PEAK, 1, rel)
     # the H100: the first point measured on a ramping clock, the two largest fp16 points thermally throttled
     big_fp16 = [i for i, r in enumerate(cuda) if r["dtype"] == "float16" and r["n"] >= 8192]
     cuda_series, t_cuda = add_telemetry(cuda, kind="matmul", t0=T0, source="nvml", clock=1980.0, power=640.0,
@@ -454,6 +556,14 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
     _csv(d / "matmul_soak_cpu.csv", off_soak(prov, "cpu", "cpu", EPYC), "matmul_soak")
     _csv(d / "matmul_soak_cuda.csv", soak_rows(prov, "cuda", "cuda:0", H100, "float8_e4m3fn", 16384, 1290.0, 1980.0,
                                                0.91, t_cuda), "matmul_soak")
+    _csv(d / "matmul_search_cpu.csv", search_rows(prov, "cpu", "cpu", EPYC, "bfloat16", (1024, 2048, 1024), 0.018,
+                                                  2.05, 16, evaluations=12), "matmul_search")
+    _csv(d / "matmul_search_cuda.csv", search_rows(prov, "cuda", "cuda:0", H100, "bfloat16", (2048, 2048, 13312),
+                                                   794.5, H100_PEAK["bfloat16"], 1), "matmul_search")
+    _csv(d / "membw_cpu.csv", membw_rows(prov, "cpu", "cpu", EPYC, 1.2e-6, 900.0, 160.0, 256 * 2 ** 20, None, 16),
+         "membw")
+    _csv(d / "membw_cuda.csv", membw_rows(prov, "cuda", "cuda:0", H100, 9.5e-6, 7000.0, 2950.0, 50 * 2 ** 20,
+                                          3350.0, 1), "membw")
     _csv(d / "warmup_cpu.csv", warmup_rows(prov, "cpu", "cpu", EPYC, 0.0112, 0.00071, 5, 16), "warmup")
     _csv(d / "warmup_cuda.csv", warmup_rows(prov, "cuda", "cuda:0", H100, 0.842, 0.000118, 9, 1), "warmup")
     _csv(d / "transfer_cuda.csv", transfer_rows(prov, "cuda", "cuda:0", H100, [1, 16, 128], 52.1, 11.8), "transfer")

@@ -11,6 +11,7 @@ import pytest
 
 from accelbench import registry
 from accelbench.reporting.aggregate import TABLES, aggregate, expected_files
+from accelbench.run.config import with_defaults
 from accelbench.cli import main
 from fixture_runs import (add_absent_backend, corrupt, make_pre_telemetry, write_cpu_run, write_cuda_run,
                           write_fixture_results)
@@ -46,7 +47,8 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert rc == 0
     raw = {}
     for path in run_csvs:
-        raw.setdefault(registry.table_of(path.name), []).append(pd.read_csv(path))
+        table = registry.table_of(path.name)
+        raw.setdefault(table, []).append(pd.read_csv(path))
     for table, frames in raw.items():
         expected = pd.concat(frames)
         got = pd.read_csv(out / f"{table}.csv")
@@ -58,8 +60,8 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert {"unstable", "invalid", "wrong_result", "skipped_budget", "oom", "unsupported"} <= set(matmul["status"])
     assert (matmul["source_file"].str.endswith(".csv")).all()
     # the CPU run: 5 stage files + soak + 2 telemetry series; the GPU run: cpu (8) and cuda (8 + transfer);
-    # + scaling: 4 tables x (cpu, cpu, cuda)
-    assert len(manifest["files_read"]) == len(run_csvs) == 25 + 12
+    # + scaling: 4 tables x (cpu, cpu, cuda); + matmul_search and membw of the 3 backends
+    assert len(manifest["files_read"]) == len(run_csvs) == 25 + 12 + 6
     assert set(raw) == set(registry.RUN_TABLES)
     # the transfer table is empty for the CPU run but exists with its documented header
     transfer = pd.read_csv(out / "transfer.csv")
@@ -262,3 +264,64 @@ def test_absent_backend_is_complete_data(tmp_path):
     assert "No accelerator measured" in " ".join(t.get_text() for t in figures["speedup"].findobj(
         match=lambda o: hasattr(o, "get_text")))
     plt.close("all")
+
+
+# ---- shapes, the search and memory bandwidth ---------------------------------------------------------------
+
+def test_a_configured_shape_without_its_row_is_named(two_runs):
+    path = two_runs / "gpu-node-h100" / "matmul_cuda.csv"
+    df = pd.read_csv(path)
+    df[~((df["shape_name"] == "mlp_up") & (df["dtype"] == "bfloat16"))].to_csv(path, index=False)
+    rc, manifest, _ = run_aggregate(two_runs)
+    assert rc == 1
+    (problem,) = manifest["problems"]
+    assert problem["kind"] == "missing_points" and "cuda:0 bfloat16" in problem["message"]
+    assert "mlp_up" in problem["message"] and problem["file"] == str(path)
+
+
+def test_matmul_file_from_before_shapes_reads_as_square_points(two_runs):
+    path = two_runs / "laptop-cpu" / "matmul_cpu.csv"
+    df = pd.read_csv(path)
+    df = df[df["shape_name"].isna()].drop(columns=["m", "k", "shape_name"])
+    df.to_csv(path, index=False)
+    info = json.loads((two_runs / "laptop-cpu" / "run.json").read_text())
+    info["config"]["matmul"]["shapes"] = []  # an older run had no shapes to expect
+    (two_runs / "laptop-cpu" / "run.json").write_text(json.dumps(info))
+    rc, manifest, out = run_aggregate(two_runs)
+    assert rc == 0, manifest["problems"]
+    assert any(w["kind"] == "older_file" and "m=n" in w["message"] for w in manifest["warnings"])
+    agg = pd.read_csv(out / "matmul.csv")
+    old = agg[agg["run_id"] == "laptop-cpu"]
+    assert (old["m"] == old["n"]).all() and (old["k"] == old["n"]).all()
+
+
+def test_run_from_before_membw_and_the_search_is_complete_without_their_files(two_runs):
+    run = two_runs / "laptop-cpu"
+    info = json.loads((run / "run.json").read_text())
+    del info["config"]["membw"], info["config"]["matmul"]["search"]
+    (run / "run.json").write_text(json.dumps(info))
+    (run / "membw_cpu.csv").unlink()
+    (run / "matmul_search_cpu.csv").unlink()
+    rc, manifest, _ = run_aggregate(two_runs)
+    assert rc == 0 and manifest["complete"], manifest["problems"]
+    assert "membw_cpu.csv" in expected_files(with_defaults({"backends": ["cpu"]}))
+
+
+def test_membw_file_cut_short_is_named(two_runs):
+    path = two_runs / "gpu-node-h100" / "membw_cuda.csv"
+    corrupt(path, "cut_rows")  # the last three rows: the largest size's triad and copy of the one before
+    rc, manifest, _ = run_aggregate(two_runs)
+    assert rc == 1
+    assert any(p["kind"] == "missing_points" and "copy and triad" in p["message"] and p["file"] == str(path)
+               for p in manifest["problems"])
+
+
+def test_search_without_a_configured_dtype_is_named(two_runs):
+    path = two_runs / "gpu-node-h100" / "matmul_search_cuda.csv"
+    info = json.loads((two_runs / "gpu-node-h100" / "run.json").read_text())
+    info["config"]["matmul"]["search"]["dtypes"] = ["bfloat16", "float16"]
+    (two_runs / "gpu-node-h100" / "run.json").write_text(json.dumps(info))
+    rc, manifest, _ = run_aggregate(two_runs)
+    assert rc == 1
+    assert [p["message"] for p in manifest["problems"] if p["file"] == str(path)] == [
+        "cuda:0: no search row for dtype(s) float16 (file cut short?)"]

@@ -129,3 +129,34 @@ def test_telemetry_overhead_prints_the_on_off_ratio_last():
     assert math.isclose(ratio, math.sqrt(per_size[0] * per_size[1]), rel_tol=0.01), (ratio, per_size)
     assert all(int(r[4]) >= 2 for r in rows) and all(float(r[5]) > 0 for r in rows)  # the "on" windows took readings
     assert any(l.startswith("one reading:") for l in lines)
+def _last_ratio(stdout: str) -> tuple[float, float]:
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("ratio best-found/exhaustive-best: "), last
+    ratio = float(re.search(r"exhaustive-best: (\d+\.\d+)", last).group(1))
+    share = float(re.search(r"share of evaluations: (\d+\.\d+)%", last).group(1))
+    return ratio, share
+
+
+def test_search_quality_on_the_synthetic_device_prints_the_ratio_and_the_share():
+    """--fake: the method alone (no timing), so its numbers are exact: the known optimum of a 4096-shape grid
+    found measuring a few percent of it."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "search_quality.py"), "--fake", "--max", "1024"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ratio, share = _last_ratio(out.stdout)
+    assert ratio >= 0.99 and 0 < share <= 15
+    assert "exhaustive: best 896x1024x768" in out.stdout
+
+
+def test_search_quality_runs_on_the_cpu():
+    """A real (tiny) run: exhaustive, search and the side-by-side rounds all happen; the numbers live in the
+    README, measured on a quiet machine."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "search_quality.py"), "--min", "32", "--max", "64",
+                          "--step", "32", "--budget-s", "30", "--rounds", "2", "--min-run-time", "0.005",
+                          "--confirm-run-time", "0.01", "--cache-mb", "1", "--threads", "1"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ratio, share = _last_ratio(out.stdout)
+    assert ratio > 0 and share == 100.0  # a 2 x 2 x 2 grid: the coarse grid is all of it
+    assert re.search(r"search 1: best \d+x\d+x\d+ [\d.e+-]+ TFLOP/s", out.stdout)
+    assert "exhaustive: best" in out.stdout

@@ -96,6 +96,10 @@ def test_report_in_chromium(browser, fixtures, name):
     assert len(images) == len(registry.FIGURES)
     broken = [alt for alt, complete, width in images if not complete or width <= 0]
     assert not broken, f"figures not decoded: {broken}"
+    # the roofline and the bandwidth figure render (decoded, not a placeholder-sized image) where they belong
+    placed = browser.execute_script("""return ['roofline', 'membw'].map(id => {
+        const img = document.querySelector('#' + id + ' img'); return img ? [img.naturalWidth, img.naturalHeight] : null; });""")
+    assert all(p and p[0] >= 800 and p[1] >= 400 for p in placed), placed
 
     errors = [m for m in seen["console"] if m.get("level") in ("SEVERE", "ERROR")]
     assert not errors, errors

@@ -151,6 +151,25 @@ def test_load_fills_every_default(tmp_path):
     ({"telemetry": {"rate": 20}}, "telemetry: unknown key(s) 'rate'", "hz, settle_rel_tol"),
     ({"matmul": {"soak_s": -1}}, "matmul.soak_s", ">= 0"),
     ({"matmul": {"soak_s": 2, "soak_interval_s": 5}}, "matmul.soak_interval_s", "up to 2"),
+    # shapes, the search, memory bandwidth
+    ({"matmul": {"shapes": [{"m": 64, "n": 64}]}}, "matmul.shapes[0]", "missing key(s) 'k'; required: m, n, k"),
+    ({"matmul": {"shapes": [{"m": 64, "n": 0, "k": 8}]}}, "matmul.shapes[0].n", ">= 1"),
+    ({"matmul": {"shapes": [{"m": 64, "n": 8, "k": 8, "name": "q k v"}]}}, "matmul.shapes[0].name", "letters, digits"),
+    ({"matmul": {"shapes": [{"m": 1, "n": 2, "k": 3, "nme": "x"}]}}, "matmul.shapes[0]: unknown key(s) 'nme'", "name"),
+    ({"matmul": {"shapes": [{"m": 8, "n": 8, "k": 8}, {"m": 4, "n": 4, "k": 4, "name": "8x8x8"}]}},
+     "matmul.shapes[1]", "used once"),
+    ({"matmul": {"shapes": [{"m": 8, "n": 8, "k": 8, "name": "a"}, {"m": 4, "n": 4, "k": 4, "name": "a"}]}},
+     "matmul.shapes[1]", "name 'a' is also matmul.shapes[0]'s"),
+    ({"matmul": {"search": {"budget_s": 0}}}, "matmul.search.budget_s", "> 0"),
+    ({"matmul": {"search": {"m": {"min": 512, "max": 256}}}}, "matmul.search.m.min", "1 .. 256"),
+    ({"matmul": {"search": {"k": {"step": 0}}}}, "matmul.search.k.step", ">= 1"),
+    ({"matmul": {"search": {"dtypes": ["int8"]}}}, "matmul.search.dtypes[0]", "float32, tf32"),
+    ({"matmul": {"search": {"coarse_points": 1}}}, "matmul.search.coarse_points", ">= 2"),
+    ({"matmul": {"search": {"enable": True}}}, "matmul.search: unknown key(s) 'enable'", "enabled"),
+    ({"membw": {"max_mb": 0}}, "membw.max_mb", "> 0"),
+    ({"membw": {"size_factor": 1.0}}, "membw.size_factor", ">= 1.5"),
+    ({"membw": {"min_kb": 2048, "max_mb": 1}}, "membw.min_kb", "1 .. 1023"),
+    ({"membw": {"peak_gbps": {"tpu": 800}}}, "membw.peak_gbps", "cpu, cuda"),
 ])
 def test_bad_value_names_key_and_allowed(config, key, allowed):
     message = one_error(config)

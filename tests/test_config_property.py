@@ -12,6 +12,7 @@ the same mutations are checked in-process (``accelbench.run.config.check``) with
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -60,13 +61,16 @@ def valid(sub: dict):
     kind = sub.get("type")
     if kind == "object":
         if "properties" in sub:
-            return st.fixed_dictionaries({}, optional={k: valid(v) for k, v in sub["properties"].items()})
+            required = set(sub.get("required", ()))
+            return st.fixed_dictionaries({k: valid(v) for k, v in sub["properties"].items() if k in required},
+                                         optional={k: valid(v) for k, v in sub["properties"].items()
+                                                   if k not in required})
         keys = resolve(sub.get("propertyNames", {})).get("enum", ["k"])
         return st.dictionaries(st.sampled_from(keys), valid(sub.get("additionalProperties", {})), max_size=2)
     if kind == "array":
         items = resolve(sub["items"])
-        return st.lists(valid(items), min_size=sub.get("minItems", 0), max_size=4,
-                        unique=sub.get("uniqueItems", False))
+        unique_by = (lambda x: json.dumps(x, sort_keys=True)) if sub.get("uniqueItems") else None
+        return st.lists(valid(items), min_size=sub.get("minItems", 0), max_size=4, unique_by=unique_by)
     if kind == "integer":
         return _integers(sub)
     if kind == "number":
@@ -85,8 +89,22 @@ def satisfy_cross_keys(config: dict) -> dict:
     amp.batch_size <= data.n_train; amp.transformer.n_heads divides d_model; with a container
     runtime only backends that have an image (cpu, cuda, rocm); scaling.sizes.min_bytes <= max_bytes,
     scaling.world_sizes including 1 and within amp.data.n_train // amp.batch_size; a soak at least one interval
-    long."""
+    long; matmul.shapes reported under distinct names; each matmul.search axis min <= max; membw.min_kb below
+    membw.max_mb."""
     filled = cfg.with_defaults(config)
+    mm = filled["matmul"]
+    if mm["shapes"]:
+        by_label = {}
+        for shape in mm["shapes"]:
+            by_label.setdefault(cfg.shape_label(shape), shape)
+        config.setdefault("matmul", {})["shapes"] = list(by_label.values())
+    for axis in ("m", "n", "k"):
+        a = mm["search"][axis]
+        if a["min"] > a["max"]:
+            config.setdefault("matmul", {}).setdefault("search", {})[axis] = {**a, "min": a["max"], "max": a["min"]}
+    bw = filled["membw"]
+    if bw["min_kb"] * 1024 >= bw["max_mb"] * 1024 ** 2:
+        config.setdefault("membw", {}).update(min_kb=1, max_mb=max(1, bw["max_mb"]))
     if filled["container"]["runtime"] != "none":
         kept = [b for b in filled["backends"] if b in ("cpu", "cuda", "rocm")]
         config["backends"] = kept or ["cpu"]

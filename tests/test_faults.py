@@ -454,4 +454,4 @@ def test_pipeline_stops_on_a_damaged_csv_and_makes_no_report(finished_run, tmp_p
     assert "results/mini/matmul_cpu.csv" in out, out[-4000:]  # shown with --show-failed-logs
     assert "results/mini/matmul_cpu.csv" in (work / "results" / "logs" / "aggregate.log").read_text()
     assert not report.exists()
-    assert "rule matmul" not in out  # the damaged file is reported, not silently re-measured
+    assert "rule matmul:" not in out  # the damaged file is reported, not silently re-measured

@@ -572,3 +572,83 @@ def test_cli_warms_the_device_first_and_records_it_and_the_method_version(tmp_pa
     assert df["device_warmup_status"].isin(["ok", "unstable"]).all() and (df["device_warmup_calls"] >= 3).all()
     assert "warm-up" in out and out.index("warm-up") < out.index("n=16")  # warmed before the first point
     assert (df["method_version"] == registry.STAGES["matmul"].method_version).all()
+
+
+# ---- shapes: (m, n, k) products ----------------------------------------------------------------------
+
+def test_shape_flops_cube_edge_and_order():
+    from accelbench.stages.matmul import Shape, as_shape, plan_points
+
+    s = Shape(4096, 12288, 4096, "qkv")
+    assert s.flops == 2 * 4096 * 12288 * 4096 and not s.is_square and str(s) == "4096x12288x4096"
+    assert s.cube_edge == pytest.approx((4096 * 12288 * 4096) ** (1 / 3))
+    assert as_shape(64) == Shape(64, 64, 64) and as_shape(s) is s
+    points = plan_points([512, 256], [Shape(64, 512, 64, "b"), Shape(8, 8, 8, "a")])
+    assert [(p.n, p.name) for p in points] == [(256, ""), (512, ""), (8, "a"), (512, "b")]
+
+
+def test_measure_point_of_a_shape_gives_m_n_k_and_2mnk():
+    sizes = []
+
+    class ShapeKernels(FakeKernels):
+        def time(self, dtype, size, warmup):
+            sizes.append(size)
+            return steady(1e-3), 3
+
+    row = measure_point(ShapeKernels(), dtype="float32", n=96, m=64, k=32, shape_name="qkv", settings=settings(),
+                        peak=(1e6, "x"))
+    assert (row["m"], row["n"], row["k"], row["shape_name"]) == (64, 96, 32, "qkv")
+    assert row["flops"] == 2 * 64 * 96 * 32 and row["tflops"] == pytest.approx(2 * 64 * 96 * 32 / 1e-3 / 1e12)
+    assert sizes == [matmul.Shape(64, 96, 32, "qkv")]  # the kernels get the shape, not a square n
+    square = measure_point(FakeKernels(), dtype="float32", n=64, settings=settings(), peak=(1e6, "x"))
+    assert (square["m"], square["k"], square["shape_name"]) == (64, 64, "")
+
+
+def test_predict_scales_a_shape_by_its_flops():
+    call, basis = predict_call_s(matmul.Shape(1024, 4096, 256).cube_edge, (1024, 0.02), lambda m: 1 / 0)
+    assert call == pytest.approx(0.02)  # 1024 x 4096 x 256 = 1024^3 flops
+    probes = []
+    predict_call_s(100.5, None, lambda m: probes.append(m) or 1e-6)
+    assert probes == [101] and all(isinstance(m, int) for m in probes)  # probes are whole squares
+
+
+def test_sweep_measures_shapes_after_the_squares_and_checkpoints_them(tmp_path):
+    from accelbench.stages.matmul import CHECKPOINT_KEY, Shape
+
+    k = FakeKernels()
+    ck = Checkpoint(tmp_path / "ck.jsonl", CHECKPOINT_KEY)
+    shapes = [Shape(64, 64, 64, "cube"), Shape(32, 128, 16, "thin")]
+    rows = sweep(["cpu"], ["float32"], [64, 128], settings(), kernels_for=lambda d: k,
+                 device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
+                 checkpoint=ck, config_hash="h", log=lambda s: None, shapes=shapes)
+    assert [(r["shape_name"], r["m"], r["n"], r["k"]) for r in rows] == [
+        ("", 64, 64, 64), ("", 128, 128, 128), ("thin", 32, 128, 16), ("cube", 64, 64, 64)]
+    assert len(ck.rows) == 4  # a named 64^3 shape and the square 64 are two points
+    k2 = FakeKernels()
+    sweep(["cpu"], ["float32"], [64, 128], settings(), kernels_for=lambda d: k2,
+          device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
+          checkpoint=Checkpoint(tmp_path / "ck.jsonl", CHECKPOINT_KEY), config_hash="h", log=lambda s: None,
+          shapes=shapes)
+    assert k2.log == []
+
+
+def test_real_cpu_kernels_on_a_shape(cpu_kernels, small_llc):
+    from accelbench.stages.matmul import Shape
+
+    shape = Shape(48, 80, 24)
+    assert cpu_kernels.check("float32", shape) < 1e-5
+    stats, sets = cpu_kernels.time("float32", shape, warmup=2)
+    assert stats.blocks >= 6 and sets == rotation_sets((48 * 24 + 24 * 80) * 4, 1024 ** 2, cpu_kernels.free_bytes())
+    a, b = cpu_kernels._pair("float8_e4m3fn", shape)
+    assert a.shape == (48, 24) and b.shape == (24, 80) and b.stride() == (1, 24)
+
+
+def test_cli_measures_configured_shapes(tmp_path, small_llc):
+    run = write_run(tmp_path, {"sizes": [32], "dtypes": ["float32"], "min_run_time_s": 0.01, "fp8": False,
+                               "shapes": [{"m": 16, "n": 48, "k": 32, "name": "proj"}, {"m": 8, "n": 8, "k": 8}]})
+    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
+    df = pd.read_csv(tmp_path / "matmul_cpu.csv", keep_default_na=False)
+    assert list(df["shape_name"]) == ["", "8x8x8", "proj"]
+    proj = df[df["shape_name"] == "proj"].iloc[0]
+    assert (proj["m"], proj["n"], proj["k"], proj["flops"]) == (16, 48, 32, 2 * 16 * 48 * 32)
+    assert proj["status"] in ("ok", "unstable") and float(proj["rel_error"]) < 1e-4

@@ -59,17 +59,37 @@ def test_documented_columns(tiny_run, name, kind):
 @pytest.mark.slow
 def test_matmul_values_plausible(tiny_run):
     df = pd.read_csv(tiny_run / "results" / "tiny" / "matmul_cpu.csv")
-    assert set(df["n"]) == {64, 128}
+    square = df[df["shape_name"].isna()]
+    assert set(square["n"]) == {64, 128} and (square["m"] == square["n"]).all() and (square["k"] == square["n"]).all()
+    shapes = df[df["shape_name"].notna()]
+    assert set(shapes["shape_name"]) == {"qkv"} and set(zip(shapes["m"], shapes["n"], shapes["k"])) == {(64, 96, 32)}
     assert {"float32", "bfloat16"} <= set(df["dtype"])  # fp8 joins when matmul.fp8 is on and torch has it
     assert set(df["status"]) <= set(registry.MATMUL_STATUSES)
     fp32 = df[df["dtype"] == "float32"]
     assert (fp32["tflops"] > 0).all(), fp32[["n", "tflops", "status"]]
-    # tflops is 2n^3 / median_s, in units of 1e12 FLOP/s
-    expected = 2 * fp32["n"].astype(float) ** 3 / fp32["median_s"] / 1e12
+    # tflops is 2mnk / median_s, in units of 1e12 FLOP/s
+    expected = 2 * fp32["m"].astype(float) * fp32["n"] * fp32["k"] / fp32["median_s"] / 1e12
     assert ((fp32["tflops"] - expected).abs() <= 1e-6 * expected).all()
     assert (fp32["ci95_low_s"] <= fp32["median_s"]).all() and (fp32["median_s"] <= fp32["ci95_high_s"]).all()
     assert (fp32["rel_error"] < fp32["rel_error_max"]).all()
     assert (df["threads"] == 2).all()
+
+
+@pytest.mark.slow
+def test_search_and_bandwidth_values_plausible(tiny_run):
+    run = tiny_run / "results" / "tiny"
+    search = pd.read_csv(run / "matmul_search_cpu.csv")
+    assert (search["grid_points"] == 8).all() and set(search["phase"]) >= {"coarse", "confirm"}
+    best = search[search["best"]]
+    assert len(best) == 1 and best["tflops"].iloc[0] > 0
+    assert best["tflops_ci95_low"].iloc[0] <= best["tflops"].iloc[0] <= best["tflops_ci95_high"].iloc[0]
+    assert (search["search_s"] <= TINY["matmul"]["search"]["budget_s"] + 5).all()
+    bw = pd.read_csv(run / "membw_cpu.csv")
+    triad = bw[(bw["kernel"] == "triad") & bw["status"].isin(["ok", "unstable"])]
+    assert len(triad) and (triad["gbps"] > 0).all() and (triad["gbps_ci95_low"] <= triad["gbps"]).all()
+    assert bw[bw["kernel"] == "launch"]["median_s"].iloc[0] > 0
+    html = (tiny_run / "results" / "report.html").read_text()
+    assert 'id="search-table"' in html and 'id="membw-table"' in html and 'id="roofline-table"' in html
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from accelbench.reporting.plots import FIGURES, load_tables
 from fixture_runs import build
 
 RULE_PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss",
-              "scaling_efficiency", "collective_busbw", "peer_copy", "telemetry", "matmul_soak"]
+              "scaling_efficiency", "collective_busbw", "peer_copy", "telemetry", "matmul_soak", "membw", "roofline"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

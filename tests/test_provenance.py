@@ -37,7 +37,12 @@ MINI = {
     "seed": 0,
     "warmup": {"n": 32, "max_iters": 10, "window": 3, "rel_tol": 0.5},
     "matmul": {"sizes": [32, 64], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.02,
-               "point_budget_s": 30.0, "fp8": False},
+               "point_budget_s": 30.0, "fp8": False,
+               # one shape (32^3): the search's rows are the same in every run (test_reproducibility)
+               "search": {"enabled": True, "m": {"min": 32, "max": 32, "step": 32},
+                          "n": {"min": 32, "max": 32, "step": 32}, "k": {"min": 32, "max": 32, "step": 32},
+                          "budget_s": 15.0, "min_run_time_s": 0.01, "confirm": 1}},
+    "membw": {"min_kb": 64, "max_mb": 0.5, "min_run_time_s": 0.01},
     "transfer": {"sizes_mb": [1]},
     "amp": {"workloads": ["mlp"], "seeds": [0, 1], "steps": 6, "warmup_steps": 2, "batch_size": 16,
             "data": {"n_train": 64, "n_test": 32, "n_features": 8, "n_classes": 4},

@@ -53,12 +53,19 @@ def parse(html: str) -> list[dict]:
     return p.elements
 
 
-def raw_table(results, pattern: str) -> pd.DataFrame:
-    """Every run's files matching ``pattern`` (and of its table: matmul_*.csv is not matmul_soak_*.csv) read
-    straight from the fixture's run folders, not through aggregate (whose matmul_soak.csv matches too)."""
-    table = registry.table_of(pattern.replace("*", "cpu"))
-    return pd.concat([pd.read_csv(p) for p in sorted(results.glob(f"*/{pattern}"))
-                      if registry.table_of(p.name) == table and (p.parent / "run.json").exists()], ignore_index=True)
+def raw_table(results, pattern: str, table: str | None = None) -> pd.DataFrame:
+    """Every run's files matching ``pattern`` and of ``table`` (default: the table the pattern names, so
+    matmul_*.csv is not matmul_soak_*.csv) read straight from the fixture's run folders, not through aggregate."""
+    table = table or registry.table_of(pattern.replace("*", "cpu"))
+    paths = [p for p in sorted(results.glob(f"*/{pattern}")) if (p.parent / "run.json").exists()
+             and registry.table_of(p.name) == table]
+    return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+
+
+def raw_square(results) -> pd.DataFrame:
+    """The square sweep's rows of every matmul file (not the named shapes, not the search)."""
+    raw = raw_table(results, "matmul_*.csv", "matmul")
+    return raw[raw["shape_name"].isna()]
 
 
 def test_summary_best_tflops_are_the_fixture_numbers(fixtures):
@@ -66,7 +73,7 @@ def test_summary_best_tflops_are_the_fixture_numbers(fixtures):
     html = built["report"].read_text()
     els = parse(html)
     cells = [e for e in els if e["section"] == "summary" and "data-tflops" in e["attrs"]]
-    raw = raw_table(built["results"], "matmul_*.csv")
+    raw = raw_square(built["results"])
     trusted = raw[raw["status"].isin(["ok", "unstable"])]
     expected = trusted.loc[trusted.groupby(["run_id", "device", "dtype"])["tflops"].idxmax()]
     assert len(cells) == len(expected) == 11
@@ -89,7 +96,7 @@ def test_summary_speedup_is_cpu_time_over_gpu_time(fixtures):
     els = parse(built["report"].read_text())
     cells = {(e["attrs"]["data-dtype"], int(e["attrs"]["data-n"])): e for e in els
              if e["section"] == "summary" and "data-n" in e["attrs"]}
-    raw = raw_table(built["results"], "matmul_*.csv")
+    raw = raw_square(built["results"])
     run = raw[(raw["run_id"] == "gpu-node-h100") & raw["status"].isin(["ok", "unstable"])]
     cpu = run[run["backend"] == "cpu"].set_index(["dtype", "n"])["median_s"]
     gpu = run[run["backend"] == "cuda"].set_index(["dtype", "n"])["median_s"]
@@ -123,8 +130,9 @@ def test_summary_amp_verdicts(fixtures):
 
 def test_summary_comes_first(fixtures):
     html = fixtures("two_runs")["report"].read_text()
-    order = [html.index(f'<section id="{s}"') for s in ("summary", "environment", "matmul", "warmup", "transfer",
-                                                          "amp", "points", "data")]
+    order = [html.index(f'<section id="{s}"') for s in ("summary", "environment", "matmul", "shapes", "search",
+                                                          "membw", "roofline", "warmup", "transfer", "amp", "points",
+                                                          "data")]
     assert order == sorted(order)
 
 
@@ -179,7 +187,7 @@ def test_every_point_listed_with_flags_explained(fixtures):
     html = built["report"].read_text()
     els = parse(html)
     rows = [e for e in els if e["tag"] == "tr" and "data-status" in e["attrs"]]
-    raw = raw_table(built["results"], "matmul_*.csv")
+    raw = raw_table(built["results"], "matmul_*.csv", "matmul")  # the square sweep and the named shapes
     assert len(rows) == len(raw)
     assert sorted(r["attrs"]["data-status"] for r in rows) == sorted(raw["status"])
     flagged = [r for r in rows if r["attrs"]["data-status"] != "ok"]

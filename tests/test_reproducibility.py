@@ -28,7 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 # rows are identified by these columns
 KEYS = {
-    "matmul": ["device", "dtype", "n"],
+    "matmul": ["device", "dtype", "shape_name", "m", "n", "k"],
+    "matmul_search": ["device", "dtype", "phase", "m", "n", "k"],
+    "membw": ["device", "kernel", "size_bytes"],
     "warmup": ["device"],  # one row per iteration; how many iterations depends on timing
     "amp_steps": ["device", "workload", "mode", "seed", "step"],
     "amp_trials": ["device", "workload", "mode", "seed"],
@@ -45,8 +47,9 @@ KEYS = {
 PER_TICK = ("warmup", "telemetry_matmul", "telemetry_amp")
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
 TIMING = re.compile(
-    r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|samples_per_s|speedup.*|repeats|blocks|input_sets"
-    r"|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls|device_warmup_status"
+    r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|_ci95_low|_ci95_high|samples_per_s|speedup.*|repeats|blocks"
+    r"|input_sets|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls"
+    r"|device_warmup_status"
     # what the device's sensors read while it ran (measure.telemetry): the machine's state, not the config's
     r"|clock_mhz.*|power_w.*|temp_c.*|util_pct.*|energy_j|gflop_per_j|samples_per_j|telemetry_samples|throttled"
     r"|throttle_reasons|clock_ramp)$")

@@ -11,7 +11,13 @@ TINY = {
         "dtypes": ["float32", "bfloat16"],
         "min_run_time_s": 0.05,
         "point_budget_s": 2.0,
+        "shapes": [{"m": 64, "n": 96, "k": 32, "name": "qkv"}],
+        # a 2 x 2 x 2 grid: coarse grid, compass search and confirmation all run, in seconds
+        "search": {"enabled": True, "dtypes": ["float32"], "m": {"min": 32, "max": 64, "step": 32},
+                   "n": {"min": 32, "max": 64, "step": 32}, "k": {"min": 32, "max": 64, "step": 32},
+                   "budget_s": 15.0, "min_run_time_s": 0.01, "coarse_points": 2, "starts": 1, "confirm": 2},
     },
+    "membw": {"min_kb": 64, "max_mb": 1, "min_run_time_s": 0.02},
     "transfer": {"sizes_mb": [1]},
     "amp": {
         "workloads": ["mlp", "transformer"],

@@ -43,12 +43,16 @@ TELEMETRY_SERIES_NUMERIC = ("time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", 
                             "energy_j")
 # Documented columns added after files without them were written, and the value such files mean.
 ADDED_COLUMNS = {"method_version": 0, "device_warmup_s": None, "device_warmup_calls": None,
-                 "device_warmup_status": None}
+                 "device_warmup_status": None, "shape_name": ""}
 ADDED_COLUMNS.update({c: None for c in (*TELEMETRY, *THROTTLE, "gflop_per_j", "samples_per_j", "clock_ramp")})
+# Documented columns added later whose value, in files written before them, is another column's:
+# a matmul file from before shapes holds square points only, so its m and k are its n.
+ADDED_FROM = {"m": "n", "k": "n"}
 
 MATMUL_STATUSES = (
     "ok", "unstable", "invalid", "wrong_result", "skipped_budget", "oom", "unsupported", "error", "absent",
 )
+MEMBW_STATUSES = ("ok", "unstable", "oom", "unsupported", "error", "absent")
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,17 @@ class Table:
     @property
     def pattern(self) -> re.Pattern:
         head, _, tail = self.file.partition("{backend}")
-        return re.compile(f"^{re.escape(head)}(?P<backend>[a-z0-9]+){re.escape(tail)}$")
+        names = "|".join(map(re.escape, backends.NAMES))  # not any word: matmul_search_cpu.csv is no matmul file
+        return re.compile(f"^{re.escape(head)}(?P<backend>{names}){re.escape(tail)}$")
 
     @property
     def added(self) -> dict:
         return {c: v for c, v in ADDED_COLUMNS.items() if c in self.columns}
+
+    @property
+    def added_from(self) -> dict:
+        """Added columns that older files fill from another column of the same row."""
+        return {c: src for c, src in ADDED_FROM.items() if c in self.columns}
 
 
 def _cols(*parts) -> tuple[str, ...]:
@@ -104,13 +114,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           numeric=("iter", "iter_s", "cold_s", "warm_s", "stable_at_iter", "threads")),
     Table("matmul", "matmul", "matmul_{backend}.csv",
           _cols(PROVENANCE, DEVICE, (
-              "dtype", "n", "flops", "threads", "allow_tf32", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
+              "dtype", "shape_name", "m", "n", "k", "flops", "threads", "allow_tf32", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
               "repeats", "tflops", "peak_tflops", "peak_source", "pct_of_peak", "rel_error", "rel_error_max",
               "status", "flags", "status_detail"), DEVICE_WARMUP, TELEMETRY, ("gflop_per_j",), THROTTLE,
               ("clock_ramp",)),
           extra=("blocks", "input_sets", "predicted_s", "torch_dtype") + TELEMETRY_EXTRA,
-          numeric=("n", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats", "tflops",
-                   "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max", "gflop_per_j") + TELEMETRY_NUMERIC),
+          numeric=("m", "n", "k", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats",
+                   "tflops", "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max", "gflop_per_j")
+          + TELEMETRY_NUMERIC),
     Table("matmul_soak", "matmul", "matmul_soak_{backend}.csv",
           _cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
                 ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
@@ -120,6 +131,26 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("telemetry_matmul", "matmul", "telemetry_matmul_{backend}.csv",
           _cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
           since="telemetry"),
+    Table("matmul_search", "matmul-search", "matmul_search_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "dtype", "m", "n", "k", "flops", "phase", "evaluation", "threads", "median_s", "iqr_s", "ci95_low_s",
+              "ci95_high_s", "repeats", "tflops", "tflops_ci95_low", "tflops_ci95_high", "peak_tflops",
+              "pct_of_peak", "rel_error", "status", "best", "grid_points", "evaluated_shapes", "search_s",
+              "budget_s", "stop_reason", "status_detail"), DEVICE_WARMUP),
+          extra=("method", "min_run_time_s", "allow_tf32", "blocks", "input_sets", "predicted_s", "flags",
+                 "peak_source", "rel_error_max"),
+          numeric=("m", "n", "k", "flops", "evaluation", "threads", "median_s", "iqr_s", "ci95_low_s",
+                   "ci95_high_s", "repeats", "tflops", "tflops_ci95_low", "tflops_ci95_high", "peak_tflops",
+                   "pct_of_peak", "rel_error", "grid_points", "evaluated_shapes", "search_s", "budget_s")),
+    Table("membw", "membw", "membw_{backend}.csv",
+          _cols(PROVENANCE, DEVICE, (
+              "kernel", "size_bytes", "bytes_moved", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
+              "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps", "peak_source", "pct_of_peak",
+              "cache_bytes", "status"), DEVICE_WARMUP),
+          extra=("blocks", "status_detail"),
+          numeric=("size_bytes", "bytes_moved", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
+                   "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps", "pct_of_peak",
+                   "cache_bytes")),
     Table("transfer", "transfer", "transfer_{backend}.csv",
           _cols(PROVENANCE, DEVICE, ("direction", "memory", "size_bytes", "median_s", "iqr_s", "repeats", "gbps",
                                      "status"), DEVICE_WARMUP),
@@ -212,6 +243,9 @@ class Stage:
     # The stage wants every device of one node at once (several ranks, one per GPU): its job asks for
     # config cluster.gpus_per_node GPUs (SLURM --gpus=N) and one host thread per GPU (--cpus-per-task).
     whole_node: bool = False
+    # a stage added later: runs whose config lacks this key (dotted path) were made before it existed and
+    # are not expected to have its files
+    since_config_key: str | None = None
 
     @property
     def rule(self) -> str:
@@ -219,6 +253,17 @@ class Stage:
 
     def applies_to(self, backend: str) -> bool:
         return not self.accelerators_only or backends.is_accelerator(backend)
+
+    def expected_in(self, config: dict | None) -> bool:
+        """Whether a run with this (defaults-filled) config ran this stage (None: a current run, yes)."""
+        if config is None or not self.since_config_key:
+            return True
+        node = config
+        for part in self.since_config_key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
@@ -232,6 +277,13 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "matrix-multiplication sweep over sizes x dtypes on every device of a backend", "device",
           tables=("matmul", "matmul_soak", "telemetry_matmul"), method_version=2, checkpoint=True, mem_mb=16000,
           runtime_min=60),
+    Stage("matmul-search", "accelbench.stages.matmul_search",
+          "search (m, n, k) for the highest matmul TFLOP/s within a time budget (matmul.search; off by default)",
+          "device", tables=("matmul_search",), method_version=1, checkpoint=True, mem_mb=16000, runtime_min=60,
+          since_config_key="matmul.search"),
+    Stage("membw", "accelbench.stages.membw",
+          "device-local memory bandwidth (copy, triad) across sizes, and the launch-latency floor", "device",
+          tables=("membw",), method_version=1, mem_mb=8000, runtime_min=15, since_config_key="membw"),
     Stage("transfer", "accelbench.stages.transfer", "host<->device copy bandwidth (pageable and pinned)", "device",
           tables=("transfer",), accelerators_only=True, method_version=1, mem_mb=8000, runtime_min=15),
     Stage("amp", "accelbench.stages.amp", "AMP vs FP32 training trials", "device",
@@ -287,6 +339,8 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("peer_copy", ("peer_copy",), category="Scaling"),
     Figure("telemetry", ("telemetry_matmul", "telemetry_amp", "matmul", "matmul_soak", "amp_trials")),
     Figure("matmul_soak", ("matmul_soak",)),
+    Figure("membw", ("membw",)),
+    Figure("roofline", ("matmul", "matmul_search", "membw", "amp_trials", "runs")),
 )}
 
 
@@ -313,9 +367,11 @@ def stage_files(stage: Stage, backend: str, config: dict | None = None) -> list[
 
 
 def run_files(config_backends, config: dict | None = None) -> list[str]:
-    """Every per-backend file a finished run with these backends has (what the Snakefile declares); with
-    the run's stored ``config``, only the tables that existed when it ran."""
-    return [name for b in config_backends for s in DEVICE_STAGES for name in stage_files(s, b, config)]
+    """Every per-backend file a finished run with these backends has (what the Snakefile declares); with the
+    run's stored ``config``, only the stages and tables that existed when it ran (``Stage.since_config_key``,
+    ``Table.since``)."""
+    return [name for b in config_backends for s in DEVICE_STAGES if s.expected_in(config)
+            for name in stage_files(s, b, config)]
 
 
 def checkpoint_file(stage: str, backend: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 from ..measure import telemetry as telemetry_readers
-from . import peaks
+from . import bandwidth, peaks
 
 # The matmul dtypes a sweep may ask for (the schema's ``dtype`` enum says the same).
 DTYPES = peaks.DTYPES
@@ -312,6 +312,17 @@ class Backend:
     def telemetry_missing_reason(self) -> str:
         """Why this kind of device has no telemetry reader (one line)."""
         return f"{self.title}: no telemetry reader for this kind of device yet"
+    def peak_gbps(self, info: dict, overrides: dict | None = None) -> tuple[float | None, str]:
+        """Peak bandwidth of the device's own memory in GB/s, and its source (``membw``, the roofline).
+
+        ``overrides`` is the config's ``membw.peak_gbps`` ({backend: GB/s}) and wins."""
+        override = (overrides or {}).get(self.name)
+        if override is not None:
+            return float(override), f"config membw.peak_gbps.{self.name} = {override}"
+        return self.table_bandwidth(info)
+
+    def table_bandwidth(self, info: dict) -> tuple[float | None, str]:
+        return bandwidth.device_peak_gbps(info)
 
     # ---- host <-> device copies -------------------------------------------------------------------
     def pinned_memory_support(self) -> str | None:

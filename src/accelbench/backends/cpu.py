@@ -385,6 +385,12 @@ class CpuBackend(Backend):
     def synced_timer(self, device: str):
         return timeit.default_timer  # the plain clock: no device to wait for
 
+    def table_bandwidth(self, info: dict) -> tuple[float | None, str]:
+        """A CPU's memory bandwidth depends on the DIMMs and the channels populated, which the OS does not
+        report reliably: measured only (membw), unless the config says."""
+        return None, ("cpu: measured only: the DIMM configuration (channels, speed) is not known here; "
+                      "set membw.peak_gbps.cpu to compare with a known figure")
+
     def fp8_support(self, info: dict) -> str | None:
         return None  # torch ships a CPU kernel for _scaled_mm; a build without it fails the probe -> unsupported
 

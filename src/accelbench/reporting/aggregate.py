@@ -11,10 +11,14 @@ its config lists) is read and checked before anything is written:
   added in a later version may be missing from older files: it is filled with what such a file means,
   ``registry.ADDED_COLUMNS``, and a warning names the file);
 * numeric columns hold numbers;
-* a matmul file has a row for every configured size of every (device, dtype) it lists, an AMP trials
-  file a trial for every configured seed and workload, an AMP summary every workload (one row per
-  point whatever its status, so most files cut at a line boundary are still caught; warm-up and
-  AMP step files cut exactly at a line end are not detectable).
+* a matmul file has a row for every configured size and every configured shape (``matmul.shapes``) of
+  every (device, dtype) it lists, a search file (with ``matmul.search`` on) rows for every searched
+  dtype of each device, a memory-bandwidth file a launch row and copy and triad at the same sizes,
+  an AMP trials file a trial for every configured seed and workload, an AMP summary every workload
+  (one row per point whatever its status, so most files cut at a line boundary are still caught;
+  warm-up and AMP step files cut exactly at a line end are not detectable);
+* a run made before a stage existed (its config lacks the stage's key, ``Stage.since_config_key``) is
+  not expected to have that stage's files, and a matmul file from before shapes gets m and k from n.
 
 Every problem names its file. The tables are written either way (so the data can be inspected),
 together with ``manifest.json``; when a problem was found the manifest says ``"complete": false``
@@ -34,12 +38,14 @@ from pathlib import Path
 import pandas as pd
 
 from .. import __version__, registry
+from ..run.config import shape_label
 from ..run.io import atomic_write_csv, atomic_write_json
 
 TABLES = list(registry.TABLES)
 
 def expected_files(config: dict) -> list[str]:
-    """The CSVs a finished run with this config has (the Snakefile's per-backend outputs)."""
+    """The CSVs a finished run with this config has (the Snakefile's per-backend outputs; a run made before a
+    stage existed is not expected to have its files)."""
     return registry.run_files(config.get("backends") or [], config)
 
 
@@ -96,8 +102,8 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
         problems.add(path, "ragged", f"row(s) {lines}: field count differs from the header's {len(header)} "
                      "(truncated or corrupted line); left out", run_id)
         ok = False
-    added = spec.added
-    missing = [c for c in spec.columns if c not in header and c not in added]
+    added, added_from = spec.added, spec.added_from
+    missing = [c for c in spec.columns if c not in header and c not in added and c not in added_from]
     if missing:
         problems.add(path, "missing_columns", f"missing documented column(s): {', '.join(missing)}", run_id)
         return None, False
@@ -116,6 +122,12 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
             df[c] = added[c]
         problems.warn(path, "older_file", f"written before column(s) {', '.join(older)} existed: filled with "
                       f"{', '.join(f'{c}={added[c]!r}' for c in older)}", run_id)
+    older = [c for c, src in added_from.items() if c not in df.columns and src in df.columns]
+    if older:
+        for c in older:
+            df[c] = df[added_from[c]]
+        problems.warn(path, "older_file", f"written before column(s) {', '.join(older)} existed: filled from "
+                      f"{', '.join(f'{c}={added_from[c]}' for c in older)}", run_id)
     for col in spec.numeric:
         values = pd.to_numeric(df[col], errors="coerce")
         bad = df[col].notna() & values.isna()
@@ -125,8 +137,10 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
                          run_id)
             ok = False
         df[col] = values
-    if table == "matmul":
-        unknown = sorted(set(df["status"].dropna().astype(str)) - set(registry.MATMUL_STATUSES))
+    statuses = {"matmul": registry.MATMUL_STATUSES, "matmul_search": registry.MATMUL_STATUSES,
+                "membw": registry.MEMBW_STATUSES}.get(table)
+    if statuses:
+        unknown = sorted(set(df["status"].dropna().astype(str)) - set(statuses))
         if unknown:
             problems.warn(path, "unknown_status", f"status value(s) not in the documented list: {', '.join(unknown)}",
                           run_id)
@@ -138,17 +152,60 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
     return df, ok
 
 
+def _shape_names(df):
+    """Each row's shape name ('' for the square sweep, and for files from before shapes)."""
+    if "shape_name" not in df.columns:
+        return pd.Series([""] * len(df), index=df.index)
+    return df["shape_name"].astype(object).fillna("").astype(str)
+
+
 def check_matmul_points(df, config: dict, path: Path, problems: Problems, run_id: str) -> None:
-    """Every (device, dtype) in the file must have a row for every configured size."""
-    sizes = set((config.get("matmul") or {}).get("sizes") or [])
-    if df is None or df.empty or not sizes or not {"device", "dtype", "n"} <= set(df.columns):
+    """Every (device, dtype) in the file must have a row for every configured size and every configured shape."""
+    mm = config.get("matmul") or {}
+    sizes = set(mm.get("sizes") or [])
+    shapes = {shape_label(s) for s in mm.get("shapes") or []}
+    if df is None or df.empty or not (sizes or shapes) or not {"device", "dtype", "n"} <= set(df.columns):
         return
+    names = _shape_names(df)
     for (device, dtype), group in df.groupby(["device", "dtype"], sort=True):
-        have = set(group["n"].dropna().astype(int))
-        lacking = sorted(sizes - have)
+        square = group[names[group.index] == ""]
+        lacking = sorted(sizes - set(square["n"].dropna().astype(int)))
         if lacking:
             problems.add(path, "missing_points",
                          f"{device} {dtype}: no row for n={', '.join(map(str, lacking))} (file cut short?)", run_id)
+        lacking_shapes = sorted(shapes - set(names[group.index]))
+        if lacking_shapes:
+            problems.add(path, "missing_points", f"{device} {dtype}: no row for shape(s) "
+                         f"{', '.join(lacking_shapes)} of matmul.shapes (file cut short?)", run_id)
+
+
+def check_search_points(df, config: dict, path: Path, problems: Problems, run_id: str) -> None:
+    """With the search on, every device in the file searched every dtype of matmul.search.dtypes."""
+    search = (config.get("matmul") or {}).get("search") or {}
+    if df is None or df.empty or not search.get("enabled"):
+        return
+    wanted = set(search.get("dtypes") or [])
+    for device, group in df[df["status"].astype(str) != "absent"].groupby("device", sort=True):
+        lacking = sorted(wanted - set(group["dtype"].dropna().astype(str)))
+        if lacking:
+            problems.add(path, "missing_points", f"{device}: no search row for dtype(s) {', '.join(lacking)} "
+                         "(file cut short?)", run_id)
+
+
+def check_membw_points(df, path: Path, problems: Problems, run_id: str) -> None:
+    """Every device has its launch floor, and copy and triad at the same sizes (a file cut at a line end
+    loses the last rows: a size measured by one kernel and not the other)."""
+    if df is None or df.empty or not {"device", "kernel", "size_bytes"} <= set(df.columns):
+        return
+    for device, group in df[df["status"].astype(str) != "absent"].groupby("device", sort=True):
+        kernels = set(group["kernel"].dropna().astype(str))
+        if "launch" not in kernels:
+            problems.add(path, "missing_points", f"{device}: no launch-latency row (file cut short?)", run_id)
+        sizes = {k: set(group[group["kernel"] == k]["size_bytes"].dropna().astype(int)) for k in ("copy", "triad")}
+        if sizes["copy"] != sizes["triad"] or not sizes["copy"]:
+            odd = sorted(sizes["copy"] ^ sizes["triad"]) or ["all"]
+            problems.add(path, "missing_points", f"{device}: copy and triad rows differ at size(s) "
+                         f"{', '.join(map(str, odd))} (file cut short?)", run_id)
 
 
 def check_amp_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
@@ -316,6 +373,10 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
             df, sound = read_checked_csv(path, table, problems, run_id)
             if table == "matmul" and sound:
                 check_matmul_points(df, config, path, problems, run_id)
+            if table == "matmul_search" and sound:
+                check_search_points(df, config, path, problems, run_id)
+            if table == "membw" and sound:
+                check_membw_points(df, path, problems, run_id)
             if table in ("amp_trials", "amp_summary") and sound:
                 check_amp_points(df, table, config, path, problems, run_id)
             rows = 0 if df is None else len(df)

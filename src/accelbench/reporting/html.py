@@ -8,10 +8,12 @@ Each figure's text is the lead paragraph of its Snakemake report caption (``work
 ``registry.Figure``): one source for both reports.
 
 Order of the page: the summary first (per device the best trustworthy TFLOP/s per dtype and its %
-of peak, the CPU-to-accelerator speedup per size, the AMP speedup and accuracy verdict, throttling
-warnings), then the runs and their environment side by side, the figures, what each device was doing
-(the telemetry strip, missing sensors and why, the soak's boost against sustained readings), and every
-measured point with flagged ones marked in colour and words. When the manifest says the data are incomplete, a banner at the top
+of peak, beside it the shape search's best, the CPU-to-accelerator speedup per size, the AMP speedup
+and accuracy verdict, throttling warnings), then the runs and their environment side by side, the
+figures, your shapes (``matmul.shapes``), the shape search, memory bandwidth and the roofline with a
+verdict per point, scaling over several devices, what each device was doing (the telemetry strip,
+missing sensors and why, the soak's boost against sustained readings), and every measured point with
+flagged ones marked in colour and words. When the manifest says the data are incomplete, a banner at the top
 names the files.
 """
 
@@ -32,6 +34,7 @@ from markupsafe import Markup, escape
 from .. import __version__, backends, registry
 from ..run.io import atomic_write_text
 from ..run.provenance import CHECKOUT
+from . import roofline as R
 from . import tables as S
 
 def caption(captions_dir: Path | None, name: str) -> dict:
@@ -83,28 +86,46 @@ def _config_text(config_json) -> str:
         return str(config_json)
 
 
+def _shape_text(m, n, k) -> str:
+    return f"{int(m)}×{int(n)}×{int(k)}"
+
+
+def _tflops_ci(lo, hi) -> str:
+    return "" if lo != lo or hi != hi else f"{S.fmt_num(lo)}–{S.fmt_num(hi)}"
+
+
 def summary_best(tables, series) -> dict:
     best = S.best_tflops(tables["matmul"])
-    measured_any = S.measured(tables["matmul"])
-    dtypes = S.dtype_sorted(list(measured_any["dtype"]) if not measured_any.empty else [])
+    measured_any = S.measured(S.square_points(tables["matmul"]))
+    searched = S.best_search(tables.get("matmul_search"))
+    dtypes = S.dtype_sorted((list(measured_any["dtype"]) if not measured_any.empty else [])
+                            + list(searched["dtype"]))
     rows = []
     for _, s in series.iterrows():
         b = best[(best["run_id"] == s["run_id"]) & (best["device"] == s["device"])]
         m = measured_any[(measured_any["run_id"] == s["run_id"]) & (measured_any["device"] == s["device"])] \
             if not measured_any.empty else measured_any
-        if b.empty and m.empty:
+        found = searched[(searched["run_id"] == s["run_id"]) & (searched["device"] == s["device"])]
+        if b.empty and m.empty and found.empty:
             continue
         cells = []
         for dtype in dtypes:
             r = b[b["dtype"] == dtype]
+            f = found[found["dtype"] == dtype]
+            search = None
+            if not f.empty:
+                f = f.iloc[0]
+                search = {"tflops": float(f["tflops"]), "tflops_text": S.fmt_num(f["tflops"]),
+                          "shape": _shape_text(f["m"], f["n"], f["k"]),
+                          "ci": _tflops_ci(f["tflops_ci95_low"], f["tflops_ci95_high"])}
             if r.empty:
-                cells.append({"dtype": dtype, "tflops": None})
+                cells.append({"dtype": dtype, "tflops": None, "search": search})
                 continue
             r = r.iloc[0]
             cells.append({"dtype": dtype, "tflops": float(r["tflops"]), "tflops_text": S.fmt_num(r["tflops"]),
                           "pct": None if r["pct_of_peak"] != r["pct_of_peak"] else float(r["pct_of_peak"]),
                           "pct_text": S.fmt_num(r["pct_of_peak"], 2) if r["pct_of_peak"] == r["pct_of_peak"] else "",
-                          "peak": r["peak_tflops"], "n": int(r["n"]), "status": r["status"]})
+                          "peak": r["peak_tflops"], "n": int(r["n"]), "status": r["status"], "search": search})
         rows.append({"label": s["label"], "device_label": s["device_label"], "color": s["color"],
                      "run_id": s["run_id"], "backend": s["backend"], "device": s["device"],
                      "device_name": s["device_name"], "cells": cells})
@@ -179,6 +200,11 @@ def headlines(best: dict, speedup: dict, amp: list[dict]) -> list[dict]:
         top = max(cells, key=lambda c: c["tflops"])
         parts = [f"peaks at {top['tflops_text']} TFLOP/s in {S.DTYPE_LABEL.get(top['dtype'], top['dtype'])}"
                  + (f" ({top['pct_text']}% of peak)" if top.get("pct_text") else "")]
+        searched = [c for c in r["cells"] if c.get("search")]
+        if searched:
+            c = max(searched, key=lambda c: c["search"]["tflops"])
+            parts.append(f"the shape search reached {c['search']['tflops_text']} TFLOP/s in "
+                         f"{S.DTYPE_LABEL.get(c['dtype'], c['dtype'])} at {c['search']['shape']}")
         for b in speedup["blocks"]:
             if b["run_id"] == r["run_id"] and b["device"] == r["device"]:
                 fp = [row for row in b["rows"] if row["dtype"] == "float32"] or b["rows"][:1]
@@ -310,7 +336,9 @@ def point_rows(tables, series) -> dict:
         for _, r in g.iterrows():
             ratio = r["iqr_s"] / r["median_s"] if r["median_s"] == r["median_s"] and r["median_s"] else float("nan")
             rows.append({
-                "dtype": S.DTYPE_LABEL.get(r["dtype"], _cell(r["dtype"])), "n": int(r["n"]) if r["n"] == r["n"] else "",
+                "dtype": S.DTYPE_LABEL.get(r["dtype"], _cell(r["dtype"])),
+                "n": (f"{r['shape_name']} {_shape_text(r['m'], r['n'], r['k'])}" if isinstance(r.get("shape_name"), str)
+                      and r.get("shape_name") else int(r["n"]) if r["n"] == r["n"] else ""),
                 "tflops": S.fmt_num(r["tflops"]), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
                 "median": S.fmt_time(r["median_s"]),
                 "ci": ("" if r["ci95_low_s"] != r["ci95_low_s"] else
@@ -416,6 +444,147 @@ def transfer_rows(tables, series) -> list[dict]:
              "size": S.fmt_num(r["size_bytes"] / 2 ** 20) + " MiB", "gbps": S.fmt_num(r["gbps"]),
              "median": S.fmt_time(r["median_s"]), "repeats": r["repeats"], "status": str(r["status"])}
             for _, r in t.iterrows()]
+
+
+def _verdicts(points: pd.DataFrame) -> dict:
+    """(run_id, device, kind, point, dtype) -> the roofline row of that point."""
+    if points.empty:
+        return {}
+    return {(r["run_id"], r["device"], r["kind"], r["point"], r["dtype"]): r for r in points.to_dict("records")}
+
+
+def shape_rows(tables, series, points: pd.DataFrame) -> list[dict]:
+    """Every ``matmul.shapes`` point: its TFLOP/s with the 95% interval, % of peak, how it compares with the
+    best square point of the same device and dtype, its roofline verdict and status."""
+    mm = S.shape_points(tables["matmul"])
+    if mm.empty:
+        return []
+    best = S.best_tflops(tables["matmul"])
+    verdicts = _verdicts(points)
+    mm = S.with_series(mm, series)
+    order = {lab: i for i, lab in enumerate(series["label"])}
+    mm = mm.assign(_o=mm["label"].map(order).fillna(99), _d=mm["dtype"].map(
+        lambda d: S.DTYPE_ORDER.index(d) if d in S.DTYPE_ORDER else 99)).sort_values(["_o", "_d", "flops"])
+    out = []
+    for _, r in mm.iterrows():
+        sq = best[(best["run_id"] == r["run_id"]) & (best["device"] == r["device"]) & (best["dtype"] == r["dtype"])]
+        measured = not sq.empty and r["tflops"] == r["tflops"]
+        ratio = float(r["tflops"]) / float(sq["tflops"].iloc[0]) if measured else None
+        v = verdicts.get((r["run_id"], r["device"], "shape", r["shape_name"], r["dtype"]))
+        lo = r["flops"] / r["ci95_high_s"] / 1e12 if r["ci95_high_s"] == r["ci95_high_s"] else float("nan")
+        hi = r["flops"] / r["ci95_low_s"] / 1e12 if r["ci95_low_s"] == r["ci95_low_s"] else float("nan")
+        out.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
+                    "name": r["shape_name"], "shape": _shape_text(r["m"], r["n"], r["k"]),
+                    "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "tflops": S.fmt_num(r["tflops"]),
+                    "tflops_value": None if r["tflops"] != r["tflops"] else float(r["tflops"]),
+                    "ci": _tflops_ci(lo, hi), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
+                    "vs_square": "—" if ratio is None else f"{ratio:.2f}× (n={int(sq['n'].iloc[0])})",
+                    "verdict": v["verdict"] if v else "", "status": str(r["status"]),
+                    "detail": str(_cell(r["status_detail"]))})
+    return out
+
+
+def search_tables(tables, series) -> dict:
+    """The search per device and dtype (best shape, TFLOP/s and CI, share of the grid, time) and every
+    evaluation."""
+    search = tables.get("matmul_search")
+    if search is None or search.empty:
+        return {"summary": [], "evaluations": []}
+    best = S.with_series(S.best_search(search), series)
+    summary = []
+    for _, r in best.iterrows():
+        share = r["evaluated_shapes"] / r["grid_points"] if r["grid_points"] else float("nan")
+        summary.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
+                        "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "dtype_key": r["dtype"],
+                        "shape": _shape_text(r["m"], r["n"], r["k"]), "tflops": S.fmt_num(r["tflops"]),
+                        "tflops_value": float(r["tflops"]),
+                        "ci": _tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
+                        "pct": S.fmt_unit(r["pct_of_peak"], "%"),
+                        "shapes": f"{int(r['evaluated_shapes'])} of {int(r['grid_points'])}",
+                        "share": S.fmt_unit(100 * share, "%", 2), "evaluations": int(r["evaluations"]),
+                        "time": f"{S.fmt_time(r['search_s'])} of {S.fmt_time(r['budget_s'])}",
+                        "stop": str(_cell(r["stop_reason"])), "phase": str(r["phase"])})
+    ev = S.with_series(search[search["status"].astype(str) != "absent"], series)
+    evaluations = []
+    if not ev.empty:
+        ev = ev.sort_values(["label", "dtype", "evaluation"])
+        for _, r in ev.iterrows():
+            evaluations.append({"label": r["label"], "color": r["color"],
+                                "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]),
+                                "evaluation": "" if r["evaluation"] != r["evaluation"] else int(r["evaluation"]),
+                                "phase": str(_cell(r["phase"])),
+                                "shape": _shape_text(r["m"], r["n"], r["k"]) if r["m"] == r["m"] else "",
+                                "tflops": S.fmt_num(r["tflops"]),
+                                "ci": _tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
+                                "best": S.as_bool(r["best"]) is True, "status": str(r["status"])})
+    return {"summary": summary, "evaluations": evaluations}
+
+
+def membw_tables(tables, series) -> dict:
+    """Per device: the launch floor, copy and triad GB/s (with CI) at the largest size, the datasheet peak
+    and its source; and every measurement."""
+    bw = tables.get("membw")
+    if bw is None or bw.empty or "kernel" not in bw.columns:
+        return {"devices": [], "points": []}
+    roofs = R.device_roofs(bw)
+    bw = S.with_series(bw[bw["status"].astype(str) != "absent"], series)
+    devices = []
+    for label, g in bw.groupby("label", sort=False):
+        r = roofs[(roofs["run_id"] == g["run_id"].iloc[0]) & (roofs["device"] == g["device"].iloc[0])]
+        r = r.iloc[0] if len(r) else None
+        cells = {}
+        for kernel in ("copy", "triad"):
+            k = g[(g["kernel"] == kernel) & g["status"].isin(S.TRUSTED)]
+            if k.empty:
+                cells[kernel] = {"gbps": "—", "ci": "", "pct": "—"}
+                continue
+            top = k.loc[k["size_bytes"].idxmax()]
+            cells[kernel] = {"gbps": S.fmt_num(top["gbps"]),
+                             "ci": _tflops_ci(top["gbps_ci95_low"], top["gbps_ci95_high"]),
+                             "pct": S.fmt_unit(top["pct_of_peak"], "%")}
+        size = r["bandwidth_size_bytes"] if r is not None else float("nan")
+        cache = pd.to_numeric(g["cache_bytes"], errors="coerce").dropna()
+        devices.append({"label": label, "color": g["color"].iloc[0], "run_id": g["run_id"].iloc[0],
+                        "device": g["device"].iloc[0], "copy_bw": cells["copy"], "triad_bw": cells["triad"],
+                        "size": "—" if size != size else f"{S.fmt_num(size / 2 ** 20)} MiB",
+                        "cache": "—" if cache.empty else f"{S.fmt_num(cache.iloc[0] / 2 ** 20)} MiB",
+                        "beyond_cache": bool(r["beyond_cache"]) if r is not None else False,
+                        "launch": S.fmt_time(r["launch_s"]) if r is not None else "—",
+                        "launch_value": None if r is None or r["launch_s"] != r["launch_s"] else float(r["launch_s"]),
+                        "peak": S.fmt_unit(r["peak_gbps"], " GB/s") if r is not None else "—",
+                        "peak_source": str(_cell(g["peak_source"].iloc[0]))})
+    points = []
+    for _, r in bw.sort_values(["label", "kernel", "size_bytes"]).iterrows():
+        points.append({"label": r["label"], "color": r["color"], "kernel": r["kernel"],
+                       "size": ("" if r["size_bytes"] != r["size_bytes"] else
+                                f"{S.fmt_num(r['size_bytes'] / 2 ** 10)} KiB"),
+                       "gbps": S.fmt_num(r["gbps"]), "ci": _tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]),
+                       "median": S.fmt_time(r["median_s"]), "status": str(r["status"])})
+    return {"devices": devices, "points": points}
+
+
+def roofline_tables(points: pd.DataFrame, series) -> dict:
+    """Counts of each verdict per device, the shapes, the search's best and the AMP steps with their verdicts
+    (every point in the details)."""
+    if points.empty:
+        return {"counts": [], "highlights": [], "all": []}
+    pts = S.with_series(points, series)
+    counts = []
+    for label, g in pts.groupby("label", sort=False):
+        c = g["verdict"].value_counts()
+        counts.append({"label": label, "color": g["color"].iloc[0],
+                       "counts": [{"verdict": v, "count": int(c.get(v, 0))} for v in R.VERDICTS]})
+
+    def row(r):
+        return {"label": r["label"], "color": r["color"], "kind": r["kind"], "point": r["point"],
+                "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "intensity": S.fmt_num(r["intensity"]),
+                "tflops": S.fmt_num(r["tflops"]), "roof": S.fmt_num(r["attainable_tflops"]),
+                "pct": S.fmt_unit(r["pct_of_roof"], "%"), "time": S.fmt_time(r["time_s"]),
+                "launches": int(r["launches"]), "verdict": r["verdict"]}
+
+    rows = [row(r) for _, r in pts.iterrows()]
+    highlights = [row(r) for _, r in pts[pts["kind"] != "square"].iterrows()]
+    return {"counts": counts, "highlights": highlights, "all": rows}
 
 
 def amp_tables(tables, series) -> dict:
@@ -529,6 +698,7 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
             missing_figures.append(str(plots_dir / f"{name}.png"))
         figures[name] = {"uri": uri, "name": name, **caption(captions_dir, name)}
     best = summary_best(tables, series)
+    points = R.roofline_points(tables)
     speedup = summary_speedup(tables, series)
     amp = summary_amp(tables, series)
     transfer = transfer_rows(tables, series)
@@ -561,6 +731,11 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "amp_tables": amp_tables(tables, series),
         "scaling": scaling_section(tables, series),
         "telemetry": telemetry,
+        "shapes": shape_rows(tables, series, points),
+        "search": search_tables(tables, series),
+        "membw": membw_tables(tables, series),
+        "roofline": roofline_tables(points, series),
+        "launch_factor": R.LAUNCH_FACTOR,
         "files_read": manifest.get("files_read", []),
     }
 

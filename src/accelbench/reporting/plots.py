@@ -18,6 +18,11 @@ figure with nothing to show says so in words instead of being left out:
 * ``telemetry``: per device, clock, power and temperature over the run (both stages' series), every
   matmul point, soak interval and AMP trial shaded, throttled ones red, clock_ramp points marked.
 * ``matmul_soak``: the sustained mode, TFLOP/s and clock per interval, the settled stretch shaded.
+* ``membw``: device-local copy and triad GB/s against array size (95% CI), the last-level cache and the
+  datasheet peak marked, the launch floor in the legend.
+* ``roofline``: every trustworthy matmul point (square sweep, named shapes, the search's best) and every
+  AMP training step by arithmetic intensity against the measured memory roof and the compute roofs;
+  hollow markers are ``launch_bound`` (``reporting.roofline``).
 
 One colour per (run, device) in every figure (``tables.series``), from the colour-blind palette. The
 figure names are ``registry.FIGURES``; ``make_figures`` draws each with the function ``DRAW`` names.
@@ -44,6 +49,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator  # noqa: E402
 
 from .. import registry  # noqa: E402
+from . import roofline as R  # noqa: E402
 from . import tables as S  # noqa: E402
 
 FIGURES = list(registry.FIGURES)
@@ -153,7 +159,7 @@ def _flag_handles(statuses):
 def fig_matmul(plt, sns, tables, series, value: str):
     """TFLOP/s (``value='tflops'``) or % of peak (``value='pct_of_peak'``) against n, one panel per dtype."""
     title = "Matmul throughput" if value == "tflops" else "Matmul throughput as % of the device's peak"
-    df = S.with_series(S.measured(tables["matmul"]), series)
+    df = S.with_series(S.measured(S.square_points(tables["matmul"])), series)
     if value == "pct_of_peak" and not df.empty:
         df = df[df["pct_of_peak"].notna()]
     if df.empty:
@@ -698,6 +704,126 @@ def fig_matmul_soak(plt, sns, tables, series):
     return fig
 
 
+def _fmt_us(seconds: float) -> str:
+    if not seconds == seconds:
+        return "—"
+    return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
+
+
+def fig_membw(plt, sns, tables, series):
+    df = tables.get("membw")
+    title = "Device memory bandwidth: copy (dashed) and triad (solid), median with 95% CI"
+    if df is None or df.empty or "kernel" not in df.columns or not (
+            df["kernel"].isin(["copy", "triad"]) & df["status"].isin(S.TRUSTED)).any():
+        return _message(plt, title, "No memory bandwidth was measured (stage membw).")
+    roofs = R.device_roofs(df)
+    ok = S.with_series(df[df["kernel"].isin(["copy", "triad"]) & df["status"].isin(S.TRUSTED) & (df["gbps"] > 0)],
+                       series)
+    fig, ax = plt.subplots(figsize=(10.5, 5.0))
+    handles, labels = [], []
+    for label, g in ok.groupby("label", sort=False):
+        color = g["color"].iloc[0]
+        run_id, device = g["run_id"].iloc[0], g["device"].iloc[0]
+        for kernel, ls in (("triad", "-"), ("copy", "--")):
+            d = g[g["kernel"] == kernel].sort_values("size_bytes")
+            if d.empty:
+                continue
+            y = d["gbps"].to_numpy(float)
+            lo = np.where(np.isfinite(d["gbps_ci95_low"].to_numpy(float)), d["gbps_ci95_low"], y)
+            hi = np.where(np.isfinite(d["gbps_ci95_high"].to_numpy(float)), d["gbps_ci95_high"], y)
+            ax.errorbar(d["size_bytes"], y, yerr=np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]),
+                        color=color, ls=ls, marker="o" if kernel == "triad" else "s", ms=4, lw=1.7, capsize=2.5)
+        cache = pd.to_numeric(g["cache_bytes"], errors="coerce").dropna()
+        if len(cache):
+            ax.axvline(float(cache.iloc[0]), color=color, ls=":", lw=1.2)
+            ax.text(float(cache.iloc[0]), 0.98, " last-level cache", transform=ax.get_xaxis_transform(), color=color,
+                    fontsize=7.5, va="top", rotation=90)
+        r = roofs[(roofs["run_id"] == run_id) & (roofs["device"] == device)]
+        peak = float(r["peak_gbps"].iloc[0]) if len(r) else math.nan
+        if peak == peak:
+            ax.axhline(peak, color=color, ls="-.", lw=1.1)
+            ax.text(g["size_bytes"].min(), peak, f" datasheet peak {peak:,.0f} GB/s",
+                    color=color, fontsize=7.5, va="bottom")
+        launch = float(r["launch_s"].iloc[0]) if len(r) else math.nan
+        handles.append(Line2D([0], [0], color=color, marker="o", lw=2))
+        labels.append(f"{label} (launch floor {_fmt_us(launch)})")
+    _log2_axis(ax, ok["size_bytes"], _bytes_label)
+    ax.tick_params(axis="x", labelsize=8, labelrotation=30)
+    _plain_log_y(ax)
+    ax.set_xlabel("size of each array (float32)")
+    ax.set_ylabel("GB/s (10⁹ bytes/s, STREAM byte counts)")
+    handles += [Line2D([0], [0], color="#555555", ls="-", marker="o"), Line2D([0], [0], color="#555555", ls="--",
+                                                                               marker="s")]
+    labels += ["triad a = b + s·c (3 arrays)", "copy b = a (2 arrays)"]
+    _legend_below(fig, handles, labels, ncol=2)
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
+    _finish(fig, (len(labels) + 1) // 2)
+    return fig
+
+
+ROOFLINE_MARKERS = {"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes"),
+                    "search": ("*", "search's best shape"), "amp": ("^", "AMP / FP32 training step (GEMMs)")}
+
+
+def fig_roofline(plt, sns, tables, series):
+    title = ("Roofline: TFLOP/s against arithmetic intensity\n"
+             "memory roof = measured bandwidth (membw), compute roofs = peaks")
+    pts = R.roofline_points(tables)
+    if pts.empty:
+        return _message(plt, title, "No trustworthy matmul point or AMP trial to place on a roofline.")
+    pts = S.with_series(pts, series)
+    labels = [lab for lab in series["label"] if lab in set(pts["label"])]
+    fig, axes = _grid(plt, len(labels), ncols=2, panel_w=6.4 if len(labels) > 1 else 9.0, panel_h=4.6)
+    dtypes = S.dtype_sorted(pts["dtype"])
+    pal = dict(zip(dtypes, sns.color_palette("colorblind", len(dtypes) + 3).as_hex()[3:]))
+    for ax, label in zip(axes, labels):
+        d = pts[pts["label"] == label]
+        x = d["intensity"].to_numpy(float)
+        finite = x[np.isfinite(x) & (x > 0)]
+        lo, hi = (finite.min() / 4, finite.max() * 4) if len(finite) else (0.1, 1000.0)
+        bw = float(d["bandwidth_gbps"].dropna().iloc[0]) if d["bandwidth_gbps"].notna().any() else math.nan
+        roofs = d.dropna(subset=["compute_roof_tflops"]).drop_duplicates("dtype")
+        top = float(roofs["compute_roof_tflops"].max()) if len(roofs) else math.nan
+        if bw == bw:
+            lo = min(lo, (top * 1e3 / bw) / 50 if top == top else lo)
+            hi = max(hi, (top * 1e3 / bw) * 8 if top == top else hi)
+            xs = np.geomspace(lo, hi, 200)
+            ys = xs * bw / 1e3
+            if top == top:
+                ys = np.minimum(ys, top)
+            ax.plot(xs, ys, color="#333333", lw=1.6)
+            ax.text(lo, lo * bw / 1e3, f" memory roof {S.fmt_num(bw)} GB/s", fontsize=7.5, color="#333333",
+                    va="bottom")
+        for _, r in roofs.iterrows():
+            peak = float(r["compute_roof_tflops"])
+            start = peak * 1e3 / bw if bw == bw else lo
+            ax.plot([start, hi], [peak, peak], color=pal[r["dtype"]], lw=1.3, ls="--")
+            roof = "peak" if r["roof_source"] == "peak" else "best"
+            ax.text(hi, peak, f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} {roof} ",
+                    fontsize=7.5, color=pal[r["dtype"]], ha="right", va="bottom")
+        for (kind, dtype, launch), g in d.groupby(["kind", "dtype", d["verdict"] == "launch_bound"], sort=False):
+            marker = ROOFLINE_MARKERS.get(kind, ("o", kind))[0]
+            ax.scatter(g["intensity"], g["tflops"], marker=marker, s=90 if kind == "search" else 36,
+                       facecolors="none" if launch else pal[dtype], edgecolors=pal[dtype], linewidths=1.3, zorder=4)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        _plain_log_y(ax)
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte of A, B and C)")
+        ax.set_ylabel("TFLOP/s")
+    handles = [Patch(color=pal[dt]) for dt in dtypes]
+    names = [S.DTYPE_LABEL.get(dt, dt) for dt in dtypes]
+    kinds = [k for k in ROOFLINE_MARKERS if k in set(pts["kind"])]
+    handles += [Line2D([0], [0], ls="", marker=ROOFLINE_MARKERS[k][0], color="#555555", ms=8) for k in kinds]
+    names += [ROOFLINE_MARKERS[k][1] for k in kinds]
+    handles += [Line2D([0], [0], ls="", marker="o", mfc="none", mec="#555555", ms=8)]
+    names += [f"hollow: launch_bound (≤ {R.LAUNCH_FACTOR:g}× the launch floor)"]
+    _legend_below(fig, handles, names, ncol=3)
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
+    _finish(fig, (len(names) + 2) // 3)
+    return fig
+
+
 # figure name (registry.FIGURES) -> how it is drawn
 DRAW = {
     "matmul_tflops": lambda plt, sns, tables, series: fig_matmul(plt, sns, tables, series, "tflops"),
@@ -712,6 +838,8 @@ DRAW = {
     "peer_copy": fig_peer_copy,
     "telemetry": fig_telemetry,
     "matmul_soak": fig_matmul_soak,
+    "membw": fig_membw,
+    "roofline": fig_roofline,
 }
 
 

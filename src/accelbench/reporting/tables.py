@@ -2,8 +2,11 @@
 
 * ``series``: one entry per measured (run, device), with its label and its colour; the plots and
   the report use the same mapping, so a device has one colour everywhere.
-* ``best_tflops``: per device and dtype the best trustworthy throughput and its % of peak.
-* ``cpu_speedup``: accelerator over CPU time for the same dtype and n, within one run.
+* ``square_points`` / ``shape_points``: the square sweep's rows (m = n = k, no shape name: every row of
+  a file from before shapes) and the rows of ``matmul.shapes``.
+* ``best_tflops``: per device and dtype the best trustworthy throughput of the square sweep and its % of peak.
+* ``best_search``: per device and dtype the shape search's result (its best confirmed shape, with CI).
+* ``cpu_speedup``: accelerator over CPU time for the same dtype and n, within one run (square points).
 * ``amp_verdicts``: the AMP rows of the summary tables (the FP32 baseline rows left out).
 * telemetry: ``telemetry_windows`` (every sampled point and trial on a time line), ``throttle_warnings``,
   ``clock_ramp_counts``, ``sensor_notes`` (what each device's sampler found, and why sensors are missing),
@@ -74,7 +77,8 @@ def series(tables: dict) -> pd.DataFrame:
     """
     keys = ["run_id", "backend", "device", "device_name"]
     parts = []
-    for name in ("matmul", "warmup", "transfer", "amp_trials", "amp_summary", "scaling", "collectives"):
+    for name in ("matmul", "matmul_search", "membw", "warmup", "transfer", "amp_trials", "amp_summary", "scaling",
+                 "collectives"):
         df = tables.get(name)
         if df is not None and not df.empty and set(keys) <= set(df.columns):
             parts.append(df[keys])
@@ -115,6 +119,27 @@ def dtype_sorted(values) -> list[str]:
     return sorted(values, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
 
 
+def shape_names(matmul: pd.DataFrame) -> pd.Series:
+    """Each row's ``shape_name``, '' for square sweep points (and every row of a file from before shapes)."""
+    if "shape_name" not in matmul.columns:
+        return pd.Series("", index=matmul.index, dtype=object)
+    return matmul["shape_name"].astype(object).fillna("").astype(str)
+
+
+def square_points(matmul: pd.DataFrame) -> pd.DataFrame:
+    """The square sweep's rows: no shape name (named shapes are reported on their own, even square ones)."""
+    if matmul is None or matmul.empty:
+        return pd.DataFrame(columns=list(getattr(matmul, "columns", [])))
+    return matmul[shape_names(matmul) == ""]
+
+
+def shape_points(matmul: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``matmul.shapes``."""
+    if matmul is None or matmul.empty:
+        return pd.DataFrame(columns=list(getattr(matmul, "columns", [])))
+    return matmul[shape_names(matmul) != ""]
+
+
 def measured(matmul: pd.DataFrame, trusted_only: bool = False) -> pd.DataFrame:
     """Matmul rows that have a timing (and, with ``trusted_only``, a trustworthy one)."""
     if matmul is None or matmul.empty:
@@ -126,10 +151,10 @@ def measured(matmul: pd.DataFrame, trusted_only: bool = False) -> pd.DataFrame:
 
 
 def best_tflops(matmul: pd.DataFrame) -> pd.DataFrame:
-    """Per (run_id, device, dtype) the trustworthy point with the highest TFLOP/s: its n, tflops,
+    """Per (run_id, device, dtype) the trustworthy square point with the highest TFLOP/s: its n, tflops,
     pct_of_peak, peak_tflops and status (``unstable`` when the best one was)."""
     cols = ["run_id", "backend", "device", "device_name", "dtype", "n", "tflops", "pct_of_peak", "peak_tflops", "status"]
-    df = measured(matmul, trusted_only=True)
+    df = measured(square_points(matmul), trusted_only=True)
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.sort_values("tflops", ascending=False, kind="stable")
@@ -142,7 +167,7 @@ def cpu_speedup(matmul: pd.DataFrame) -> pd.DataFrame:
     the same dtype and n (both measured and trustworthy). One row per (run, accelerator device, dtype, n)."""
     cols = ["run_id", "backend", "device", "device_name", "baseline_device", "dtype", "n", "cpu_median_s",
             "accel_median_s", "speedup"]
-    df = measured(matmul, trusted_only=True)
+    df = measured(square_points(matmul), trusted_only=True)
     if df.empty:
         return pd.DataFrame(columns=cols)
     host = ~is_accelerator(df["backend"])
@@ -154,6 +179,26 @@ def cpu_speedup(matmul: pd.DataFrame) -> pd.DataFrame:
     out = accel.merge(cpu, on=["run_id", "dtype", "n"], how="inner")
     out["speedup"] = out["cpu_median_s"] / out["accel_median_s"]
     return out[cols].sort_values(["run_id", "device", "dtype", "n"]).reset_index(drop=True)
+
+
+SEARCH_COLUMNS = ["run_id", "backend", "device", "device_name", "dtype", "m", "n", "k", "tflops", "tflops_ci95_low",
+                  "tflops_ci95_high", "pct_of_peak", "status", "phase", "evaluated_shapes", "grid_points", "search_s",
+                  "budget_s", "stop_reason", "evaluations"]
+
+
+def best_search(search: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, device, dtype) the search's result: its ``best`` row (m, n, k, TFLOP/s with its 95%
+    interval, % of peak, the phase it was measured in), how much of the grid it measured and in what time,
+    and why it stopped; ``evaluations``: the measurements it made."""
+    if search is None or search.empty or "best" not in search.columns:
+        return pd.DataFrame(columns=SEARCH_COLUMNS)
+    flag = search["best"].astype(str).str.lower().isin(["true", "1"])
+    best = search[flag & search["status"].isin(TRUSTED)].copy()
+    if best.empty:
+        return pd.DataFrame(columns=SEARCH_COLUMNS)
+    counts = search.groupby(["run_id", "device", "dtype"]).size().rename("evaluations").reset_index()
+    best = best.drop_duplicates(["run_id", "device", "dtype"]).merge(counts, on=["run_id", "device", "dtype"])
+    return best.reindex(columns=SEARCH_COLUMNS).reset_index(drop=True)
 
 
 def is_accelerator(backend_column: pd.Series) -> pd.Series:

@@ -135,6 +135,9 @@ def _describe_error(error: jsonschema.ValidationError, schema: dict) -> str:
         return f"{key}: must not be empty (at least {error.validator_value} item(s))"
     if v == "uniqueItems":
         return f"{key}: {_short(error.instance)} has duplicate items"
+    if v == "required":
+        missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
+        return f"{key}: missing key(s) {', '.join(map(repr, missing))}; required: {', '.join(error.validator_value)}"
     if v == "pattern":
         return f"{key}: {_short(error.instance)} {_describe_pattern(error.validator_value, error.instance)}"
     return f"{key}: {_short(error.message, 200)}"
@@ -201,6 +204,10 @@ def check_cross_keys(config: dict) -> None:
                           f"({mm['soak_s']}), so the soak would have no whole interval; allowed: up to {mm['soak_s']}")
     if "amp" in config:
         check_amp_config(config["amp"])
+    if "matmul" in config:
+        check_matmul_config(config["matmul"])
+    if "membw" in config:
+        check_membw_config(config["membw"])
     if "container" in config and "backends" in config:
         check_container_config(config)
     if "scaling" in config and "amp" in config:
@@ -236,6 +243,33 @@ def check_scaling_config(scaling: dict, amp_cfg: dict) -> None:
     if worlds and max(worlds) * batch > n_train:
         raise ConfigError(f"scaling.world_sizes: world size {max(worlds)} x amp.batch_size {batch} exceeds "
                           f"amp.data.n_train ({n_train}); allowed: world sizes up to {n_train // batch}")
+def shape_label(shape: dict) -> str:
+    """The name a ``matmul.shapes`` entry is reported under: its ``name``, else ``<m>x<n>x<k>``."""
+    return shape.get("name") or f"{shape['m']}x{shape['n']}x{shape['k']}"
+
+
+def check_matmul_config(mm: dict) -> None:
+    """matmul.shapes: every shape reported under its own name; matmul.search: each axis min <= max."""
+    seen: dict[str, int] = {}
+    for i, shape in enumerate(mm.get("shapes") or []):
+        label = shape_label(shape)
+        if label in seen:
+            raise ConfigError(f"matmul.shapes[{i}]: name {label!r} is also matmul.shapes[{seen[label]}]'s; "
+                              "allowed: a name (or m x n x k) used once")
+        seen[label] = i
+    search = mm.get("search") or {}
+    for axis in ("m", "n", "k"):
+        a = search.get(axis) or {}
+        if {"min", "max"} <= a.keys() and a["min"] > a["max"]:
+            raise ConfigError(f"matmul.search.{axis}.min: {a['min']} is larger than matmul.search.{axis}.max "
+                              f"({a['max']}); allowed: 1 .. {a['max']}")
+
+
+def check_membw_config(bw: dict) -> None:
+    """membw: the smallest size must lie below the largest."""
+    if {"min_kb", "max_mb"} <= bw.keys() and bw["min_kb"] * 1024 >= bw["max_mb"] * 1024 ** 2:
+        raise ConfigError(f"membw.min_kb: {bw['min_kb']} KiB is not below membw.max_mb ({bw['max_mb']:g} MiB); "
+                          f"allowed: 1 .. {int(bw['max_mb'] * 1024) - 1}")
 
 
 def check_choice(key: str, value, allowed) -> str:
