@@ -57,11 +57,11 @@ esac
 
 # ---- the plan: one line per step (name, budget in seconds, command) -------------------------------------------
 plan() {
-  step setup       25  setup
-  step headline    30  "$PY" bench/gpu_headline.py --out "$STEPS/headline"
-  step fidelity    60  fidelity
-  step pipeline   180  pipeline
-  step summary     15  "$PY" bench/gpu_summary.py "$WORK/results"
+  step setup       20  setup
+  step headline    25  "$PY" bench/gpu_headline.py --out "$STEPS/headline"
+  step fidelity    40  fidelity
+  step pipeline   250  pipeline
+  step summary     10  "$PY" bench/gpu_summary.py "$WORK/results"
 }
 
 # ---- the steps that are more than one command -----------------------------------------------------------------
@@ -83,7 +83,7 @@ print('KEY setup: torch', torch.__version__, '| cuda', torch.version.cuda, '| hi
 fidelity() {
   local device args rc
   device=$("$PY" bench/gpu_headline.py --which-device) || return 1
-  args=(--device "$device" --threads 1 --rounds 3 --gap-s 0.1)
+  args=(--device "$device" --threads 1 --rounds 2 --gap-s 0.1)
   if [ "$device" = cpu ]; then  # the stand-in: bf16 is emulated on most CPUs
     args+=(--dtype float32 --sizes 256 --min-run-time 0.1)
   else
