@@ -417,6 +417,93 @@ def fig_amp_loss(plt, sns, tables, series):
     return fig
 
 
+# ---- the comparison of two runs (accelbench compare; not a registry figure: it exists only with a baseline) ----
+
+VERDICT_COLORS = {"slower": "#D55E00", "faster": "#009E73", "same": "#7f7f7f", "inconclusive": "#E69F00"}
+DEVICE_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str, min_effect: float):
+    """Speed change of every matched point with its 95% interval, coloured by verdict: matmul per dtype against n
+    (one marker per device), the other points (warm-up, transfer, AMP trials) as one labelled row each; the band
+    is +-min_effect."""
+    title = f"{candidate} against {baseline}: speed change per point (95% interval; band: ±{100 * min_effect:g}%)"
+    pts = points[(points["match"] == "both") & points["speed_change_pct"].notna()] if len(points) else points
+    if pts is None or pts.empty:
+        return _message(plt, title, "No matched point has a ratio to show.")
+    mm = pts[(pts["table"] == "matmul") & pts["n"].notna()] if "n" in pts.columns else pts.iloc[0:0]
+    other = pts.drop(index=mm.index)
+    dtypes = S.dtype_sorted(mm["dtype"]) if len(mm) else []
+    panels = len(dtypes) + (1 if len(other) else 0)
+    fig, axes = _grid(plt, panels, ncols=min(3, panels), panel_w=4.6, panel_h=3.4 if not len(other) else
+                      max(3.4, 0.28 * len(other) + 1.2))
+    devices = list(dict.fromkeys(pts["device"].astype(str)))
+    marker = {d: DEVICE_MARKERS[i % len(DEVICE_MARKERS)] for i, d in enumerate(devices)}
+
+    def draw(ax, x, row, horizontal=False):
+        y, lo, hi = row["speed_change_pct"], row["speed_change_ci95_low_pct"], row["speed_change_ci95_high_pct"]
+        err = [[max(0.0, y - lo)] if lo == lo else [0.0], [max(0.0, hi - y)] if hi == hi else [0.0]]
+        color = VERDICT_COLORS.get(row["verdict"], "#333333")
+        kw = dict(fmt=marker[str(row["device"])], color=color, ms=6, capsize=3, lw=1.6)
+        (ax.errorbar(y, x, xerr=err, **kw) if horizontal else ax.errorbar(x, y, yerr=err, **kw))
+
+    for ax, dtype in zip(axes, dtypes):
+        d = mm[mm["dtype"] == dtype].sort_values("n")
+        for i, (_, row) in enumerate(d.iterrows()):
+            shift = 1.0 + 0.04 * (devices.index(str(row["device"])) - (len(devices) - 1) / 2)
+            draw(ax, float(row["n"]) * shift, row)
+        ax.axhspan(-100 * min_effect, 100 * min_effect, color="#dddddd", alpha=0.6, lw=0)
+        ax.axhline(0, color="#444444", lw=1)
+        _log2_axis(ax, d["n"])
+        ax.set_title(f"matmul {S.DTYPE_LABEL.get(dtype, dtype)}")
+        ax.set_xlabel("matrix size n")
+        ax.set_ylabel("speed change, % (− = slower)")
+    if len(other):
+        ax = axes[-1]
+        labels = []
+        for i, (_, row) in enumerate(other.iterrows()):
+            draw(ax, i, row, horizontal=True)
+            labels.append(str(row["label"]))
+        ax.axvspan(-100 * min_effect, 100 * min_effect, color="#dddddd", alpha=0.6, lw=0)
+        ax.axvline(0, color="#444444", lw=1)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels([textwrap.shorten(lab, 44) for lab in labels], fontsize=7.5)
+        ax.invert_yaxis()
+        ax.set_title("warm-up, transfer, AMP trials")
+        ax.set_xlabel("speed change, % (− = slower)")
+    handles = [Line2D([0], [0], ls="", marker="o", color=c) for c in VERDICT_COLORS.values()]
+    labels = list(VERDICT_COLORS)
+    if len(devices) > 1:
+        handles += [Line2D([0], [0], ls="", marker=marker[d], color="#555555") for d in devices]
+        labels += devices
+    _legend_below(fig, handles, labels, ncol=min(len(labels), 6))
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
+    _finish(fig, (len(labels) + 5) // 6)
+    return fig
+
+
+def write_comparison_figure(points: pd.DataFrame, baseline: str, candidate: str, min_effect: float,
+                            png: str | Path, svg: str | Path) -> list[Path]:
+    """``fig_comparison`` as PNG and SVG, each written to a temporary name and renamed into place."""
+    plt, sns = _setup()
+    fig = fig_comparison(plt, sns, points, baseline, candidate, min_effect)
+    written = []
+    for path, ext in ((Path(png), "png"), (Path(svg), "svg")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{ext}", dir=path.parent)
+        os.close(fd)
+        try:
+            fig.savefig(tmp, format=ext, dpi=DPI, metadata={"Date": None} if ext == "svg" else {"Software": None})
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
 # figure name (registry.FIGURES) -> how it is drawn
 DRAW = {
     "matmul_tflops": lambda plt, sns, tables, series: fig_matmul(plt, sns, tables, series, "tflops"),

@@ -48,6 +48,7 @@ from typing import Callable
 
 from .. import registry
 from ..backends import DTYPES, Backend
+from ..measure import samples as sample_table
 from ..measure.failures import failure_status, one_line
 from ..measure.timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
 from ..run.io import Checkpoint, atomic_write_csv
@@ -249,6 +250,7 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
                              rel_error_max=row["rel_error_max"], stats=stats,
                              unstable_iqr_ratio=settings.unstable_iqr_ratio, peak_is_bound=peak_is_bound)
     row.update(status=classify(flags), flags=";".join(flags), status_detail="; ".join(why))
+    row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     return row
 
 
@@ -507,6 +509,7 @@ def cli(args) -> int:
         row = {c: "" for c in COLUMNS}
         row.update(st.absent_row(), flags="absent")
         atomic_write_csv(out, [row], columns=COLUMNS)
+        st.write_samples(args.out_dir, sample_table.empty())
         print(f"matmul: {st.absent_reason}")
         return 0
 
@@ -528,4 +531,5 @@ def cli(args) -> int:
         checkpoint=checkpoint, config_hash=st.run_info["config_hash"],
     )
     atomic_write_csv(out, rows, columns=COLUMNS)
+    st.write_samples(args.out_dir, sample_table.from_block_rows("matmul", rows))
     return 0
