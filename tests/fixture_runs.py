@@ -331,7 +331,9 @@ def build(base: Path, name: str) -> dict:
 
     ``two_runs``: the CPU and the CUDA run; ``cpu_only``: the CPU run alone; ``incomplete``: both runs with
     the CUDA matmul file truncated, aggregated with --allow-incomplete (its report reuses two_runs' figures);
-    ``empty``: a results folder without runs, aggregated with --allow-incomplete.
+    ``empty``: a results folder without runs, aggregated with --allow-incomplete; ``compared``: the CPU run and
+    the same laptop with 1 thread (``write_slower_cpu_run``), compared by ``accelbench compare`` and reported with
+    its "Compared with" section.
     """
     from accelbench.cli import main
 
@@ -340,8 +342,14 @@ def build(base: Path, name: str) -> dict:
     root = Path(base) / name
     results = root / "results"
     results.mkdir(parents=True)
-    which = {"two_runs": ("cpu", "cuda"), "cpu_only": ("cpu",), "incomplete": ("cpu", "cuda"), "empty": ()}[name]
+    which = {"two_runs": ("cpu", "cuda"), "cpu_only": ("cpu",), "incomplete": ("cpu", "cuda"), "empty": (),
+             "compared": ("cpu",)}[name]
     write_fixture_results(results, which)
+    comparison = []
+    if name == "compared":
+        write_slower_cpu_run(results)
+        assert main(["compare", "--results", str(results), "laptop-cpu", "laptop-cpu-1t"]) == 1
+        comparison = ["--comparison", str(results / "compare" / "laptop-cpu__laptop-cpu-1t.csv")]
     if name == "incomplete":
         corrupt(results / "gpu-node-h100" / "matmul_cuda.csv", "truncate")
     agg, plots, report = results / "aggregate", results / "plots", results / "report.html"
@@ -352,7 +360,8 @@ def build(base: Path, name: str) -> dict:
         plots = build(base, "two_runs")["plots"]
     else:
         assert main(["plots", "--aggregate-dir", str(agg), "--out-dir", str(plots)]) == 0
-    assert main(["report", "--aggregate-dir", str(agg), "--plots-dir", str(plots), "--out", str(report)]) == 0
+    assert main(["report", "--aggregate-dir", str(agg), "--plots-dir", str(plots), "--out", str(report),
+                 *comparison]) == 0
     _BUILT[name] = {"results": results, "aggregate": agg, "plots": plots, "report": report}
     return _BUILT[name]
 
@@ -377,10 +386,13 @@ def add_absent_backend(run_dir: Path, backend: str = "cuda") -> None:
 
 # ---- raw timing samples and a second CPU run to compare with (accelbench compare) -------------------------------
 
-def write_samples(run_dir: Path, seed: int = 0, blocks: int = 12, amp_warmup_steps: int = 5) -> None:
+def write_samples(run_dir: Path, seed: int = 0, blocks: int = 12, amp_warmup_steps: int = 5,
+                  blocks_column: bool = False) -> None:
     """The raw-sample files of a fixture run, consistent with its CSVs: per measured matmul/transfer point
     ``blocks`` per-call times log-normally spread around its median (spread from its IQR), every warm-up call,
-    every AMP step (the first ``amp_warmup_steps`` not steady). Written by the stages' own writer."""
+    every AMP step (the first ``amp_warmup_steps`` not steady). Written by the stages' own writer. With
+    ``blocks_column`` the matmul/transfer CSVs get the ``blocks`` column the stages write too (compare checks the
+    sample count against it)."""
     from accelbench.measure import samples as sample_table
     from accelbench.run.io import atomic_write_parquet
 
@@ -400,7 +412,7 @@ def write_samples(run_dir: Path, seed: int = 0, blocks: int = 12, amp_warmup_ste
                         sigma = max(1e-4, float(r["iqr_s"]) / float(r["median_s"]) / 1.349)
                         r[sample_table.SAMPLES_KEY] = list(float(r["median_s"]) * np.exp(rng.normal(0, sigma, blocks)))
                 df = sample_table.from_block_rows(spec.table, rows)
-                if rows:
+                if rows and blocks_column:
                     csv_df = pd.read_csv(csv_path)
                     csv_df["blocks"] = [r["blocks"] for r in rows]
                     csv_path.write_text(csv_df.to_csv(index=False))

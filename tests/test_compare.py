@@ -22,9 +22,10 @@ from fixture_runs import write_cpu_run, write_cuda_run, write_samples, write_slo
 @pytest.fixture
 def results(tmp_path):
     r = tmp_path / "results"
-    write_cpu_run(r)                  # laptop-cpu: 2 threads
-    write_slower_cpu_run(r)           # laptop-cpu-1t: 1 thread, float32 n >= 1024 1.9x the time
-    write_cpu_run(r, run_id="laptop-cpu-again")  # the same numbers and samples again
+    for run, seed in ((write_cpu_run(r), 0),  # laptop-cpu: 2 threads
+                      (write_slower_cpu_run(r), 1),  # laptop-cpu-1t: 1 thread, float32 n >= 1024 1.9x the time
+                      (write_cpu_run(r, run_id="laptop-cpu-again"), 0)):  # the same numbers and samples again
+        write_samples(run, seed=seed, blocks_column=True)  # with the blocks column, as the stages write it
     return r
 
 
