@@ -34,7 +34,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullLocator  # noqa: E402
 
 from .. import registry  # noqa: E402
 from . import tables as S  # noqa: E402
@@ -441,7 +441,9 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
     marker = {d: DEVICE_MARKERS[i % len(DEVICE_MARKERS)] for i, d in enumerate(devices)}
 
     def draw(ax, x, row, horizontal=False):
-        y, lo, hi = row["speed_change_pct"], row["speed_change_ci95_low_pct"], row["speed_change_ci95_high_pct"]
+        # on the axis: speed ratio 1 + change (log scale, so -50% and +100% lie equally far from 0)
+        y, lo, hi = (1 + row[c] / 100 for c in ("speed_change_pct", "speed_change_ci95_low_pct",
+                                                  "speed_change_ci95_high_pct"))
         err = [[max(0.0, y - lo)] if lo == lo else [0.0], [max(0.0, hi - y)] if hi == hi else [0.0]]
         color = VERDICT_COLORS.get(row["verdict"], "#333333")
         kw = dict(fmt=marker[str(row["device"])], color=color, ms=6, capsize=3, lw=1.6)
@@ -452,25 +454,27 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
         for i, (_, row) in enumerate(d.iterrows()):
             shift = 1.0 + 0.04 * (devices.index(str(row["device"])) - (len(devices) - 1) / 2)
             draw(ax, float(row["n"]) * shift, row)
-        ax.axhspan(-100 * min_effect, 100 * min_effect, color="#dddddd", alpha=0.6, lw=0)
-        ax.axhline(0, color="#444444", lw=1)
+        ax.axhspan(1 - min_effect, 1 + min_effect, color="#dddddd", alpha=0.6, lw=0)
+        ax.axhline(1, color="#444444", lw=1)
+        _change_axis(ax, "y", d)
         _log2_axis(ax, d["n"])
         ax.set_title(f"matmul {S.DTYPE_LABEL.get(dtype, dtype)}")
         ax.set_xlabel("matrix size n")
-        ax.set_ylabel("speed change, % (− = slower)")
+        ax.set_ylabel("speed change (− = slower; log scale)")
     if len(other):
         ax = axes[-1]
         labels = []
         for i, (_, row) in enumerate(other.iterrows()):
             draw(ax, i, row, horizontal=True)
             labels.append(str(row["label"]))
-        ax.axvspan(-100 * min_effect, 100 * min_effect, color="#dddddd", alpha=0.6, lw=0)
-        ax.axvline(0, color="#444444", lw=1)
+        ax.axvspan(1 - min_effect, 1 + min_effect, color="#dddddd", alpha=0.6, lw=0)
+        ax.axvline(1, color="#444444", lw=1)
+        _change_axis(ax, "x", other)
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels([textwrap.shorten(lab, 44) for lab in labels], fontsize=7.5)
         ax.invert_yaxis()
         ax.set_title("warm-up, transfer, AMP trials")
-        ax.set_xlabel("speed change, % (− = slower)")
+        ax.set_xlabel("speed change (− = slower; log scale)")
     handles = [Line2D([0], [0], ls="", marker="o", color=c) for c in VERDICT_COLORS.values()]
     labels = list(VERDICT_COLORS)
     if len(devices) > 1:
@@ -480,6 +484,35 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
     _finish(fig, (len(labels) + 5) // 6)
     return fig
+
+
+CHANGE_TICKS_PCT = (-99, -90, -75, -50, -25, -10, -5, -2, 0, 2, 5, 10, 25, 50, 100, 300, 1000, 1e4, 1e5, 1e6)
+
+
+def _change_axis(ax, which: str, rows: pd.DataFrame):
+    """A log axis of the speed ratio labelled as speed change in %, ticks at round changes within the data."""
+    values = 1 + pd.concat([rows[c] for c in ("speed_change_pct", "speed_change_ci95_low_pct",
+                                               "speed_change_ci95_high_pct")]).dropna().to_numpy(float) / 100
+    values = values[values > 0]
+    lo, hi = (min(values.min(), 0.9), max(values.max(), 1.1)) if len(values) else (0.9, 1.1)
+    lo, hi = lo / 1.08, hi * 1.08
+    gap = math.log(hi / lo) / 7  # at most about 7 labels: each at least this far (in log space) from the last
+    ticks = [1.0]
+    for side in (sorted(1 + t / 100 for t in CHANGE_TICKS_PCT if 1 < 1 + t / 100 <= hi),
+                 sorted((1 + t / 100 for t in CHANGE_TICKS_PCT if lo <= 1 + t / 100 < 1), reverse=True)):
+        last = 1.0
+        for t in side:
+            if abs(math.log(t / last)) >= gap:
+                ticks.append(t)
+                last = t
+    ticks.sort()
+    label = FuncFormatter(lambda v, _: "0" if abs(v - 1) < 1e-9 else f"{(v - 1) * 100:+,.0f}%".replace("-", "\u2212"))
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(label)
+    axis.set_minor_locator(NullLocator())
 
 
 def write_comparison_figure(points: pd.DataFrame, baseline: str, candidate: str, min_effect: float,
