@@ -357,7 +357,8 @@ def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False)
     seed (the same seed is the same initial weights and data in both runs), with t intervals (``amp_stats``)."""
     cols = ["backend", "device", "device_name", "workload", "mode", "seeds", "baseline_speedup",
             "baseline_speedup_ci95_low", "baseline_speedup_ci95_high", "candidate_speedup",
-            "candidate_speedup_ci95_low", "candidate_speedup_ci95_high", "speedup_ratio", "speedup_ratio_ci95_low",
+            "candidate_speedup_ci95_low", "candidate_speedup_ci95_high", "speedup_diff", "speedup_ratio",
+            "speedup_ratio_ci95_low",
             "speedup_ratio_ci95_high", "baseline_acc_diff", "candidate_acc_diff", "acc_diff_change",
             "acc_diff_change_ci95_low", "acc_diff_change_ci95_high"]
     bt, ct = base_run.tables.get("amp_trials"), cand_run.tables.get("amp_trials")
@@ -405,6 +406,7 @@ def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False)
                      "candidate_speedup": sc.get("speedup", math.nan),
                      "candidate_speedup_ci95_low": sc.get("speedup_ci95_low", math.nan),
                      "candidate_speedup_ci95_high": sc.get("speedup_ci95_high", math.nan),
+                     "speedup_diff": sc.get("speedup", math.nan) - sb.get("speedup", math.nan),
                      "speedup_ratio": ratio, "speedup_ratio_ci95_low": r_low, "speedup_ratio_ci95_high": r_high,
                      "baseline_acc_diff": sb.get("acc_diff", math.nan), "candidate_acc_diff": sc.get("acc_diff", math.nan),
                      "acc_diff_change": change, "acc_diff_change_ci95_low": a_low, "acc_diff_change_ci95_high": a_high})

@@ -430,6 +430,7 @@ def comparison_context(points_path: str | Path | None, captions_dir: Path | None
                     "baseline_ci": f"{S.fmt_num(a['baseline_speedup_ci95_low'])}–{S.fmt_num(a['baseline_speedup_ci95_high'])}",
                     "candidate": S.fmt_unit(a["candidate_speedup"], "×"),
                     "candidate_ci": f"{S.fmt_num(a['candidate_speedup_ci95_low'])}–{S.fmt_num(a['candidate_speedup_ci95_high'])}",
+                    "diff": "—" if a["speedup_diff"] != a["speedup_diff"] else f"{a['speedup_diff']:+.3g}×".replace("-", "−"),
                     "ratio": S.fmt_unit(a["speedup_ratio"], "×"),
                     "ratio_ci": f"{S.fmt_num(a['speedup_ratio_ci95_low'])}–{S.fmt_num(a['speedup_ratio_ci95_high'])}",
                     "acc_change": "—" if a["acc_diff_change"] != a["acc_diff_change"] else
