@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from workflow_runner import BIN, run_snakemake, snakemake_env
 
