@@ -139,4 +139,4 @@ def test_the_same_config_twice_is_never_slower(work):
     assert rc == 0 and not (df["verdict"] == "slower").any(), seen
     matched = df[df["match"] == "both"]
     assert len(matched) >= 7  # warm-up, 2 matmul points, 4 AMP trials
-    assert (matched["provenance_diff"].fillna("") == "").all()  # nothing but the run id differs
+    assert matched["provenance_diff"].astype("string").fillna("").eq("").all()  # nothing but the run id differs
