@@ -22,6 +22,7 @@ wildcard_constraints:
 include: "workflow/rules/containers.smk"
 include: "workflow/rules/detect.smk"
 include: "workflow/rules/devices.smk"
+include: "workflow/rules/compare.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -3,8 +3,10 @@
 Runs the real ``accelbench matmul`` stage ``--runs`` times, each in a fresh process (so process
 start-up, allocator state and thread-pool creation vary as they would between two pipeline runs),
 float32 only, on the CPU, and prints per size: runs, min / median / max TFLOP/s, the coefficient of
-variation (std/mean) across runs, and the median of the within-run IQR/median for comparison.
-The last line is the worst CV over sizes.
+variation (std/mean) across runs, the median of the within-run IQR/median for comparison, and the largest
+speed change between any two runs (``max_pair_change_pct``: what ``accelbench compare`` would see between two
+runs of one config, before any interval). The last lines are the worst CV over sizes and the largest pairwise
+change over sizes n >= 512: ``accelbench compare``'s ``--min-effect`` must lie above it (README "Comparing runs").
 
     python bench/run_to_run_spread.py [--runs 5] [--sizes 256 512 1024] [--threads 2] [--min-run-time 0.3]
 """
@@ -66,10 +68,14 @@ def main() -> None:
         "cv_pct": 100 * g["tflops"].std(ddof=1) / g["tflops"].mean(),
         "within_run_iqr_pct": 100 * g["iqr_ratio"].median(),
         "not_ok": g["status"].apply(lambda s: int((s != "ok").sum())),
+        "max_pair_change_pct": g["tflops"].apply(lambda t: 100 * (t.max() / t.min() - 1) if t.min() > 0 else float("nan")),
     })
     print(f"threads={args.threads} min_run_time_s={args.min_run_time}")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))
     print(f"worst run-to-run CV over sizes: {table['cv_pct'].max():.2f}%")
+    large = table[table.index >= 512]
+    if len(large):
+        print(f"largest speed change between two runs, n >= 512: {large['max_pair_change_pct'].max():.2f}%")
 
 
 if __name__ == "__main__":

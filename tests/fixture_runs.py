@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 
 from accelbench import registry
+from accelbench.measure import samples as sample_table
 from accelbench.run.config import config_hash, load
+from accelbench.run.io import atomic_write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -505,6 +507,7 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
     _csv(d / "amp_cpu_summary.csv", su, "amp_summary")
     write_scaling(d, "cpu", scaling_disabled(prov, "cpu", "cpu", LAPTOP_CPU))
     _csv(d / "telemetry_amp_cpu.csv", series_rows(prov, "cpu", "cpu", LAPTOP_CPU, series), "telemetry_amp")
+    write_samples(d)
     return d
 
 
@@ -594,6 +597,7 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
     write_scaling(d, "cuda", scaling_rows(
         prov, "cuda", "cuda:0", H100, [1], step_1=0.0009, efficiency=lambda n: 1.0, process_group="nccl", threads=1,
         amp_mode="amp_fp16", copy_reason="device-to-device copies need at least 2 GPUs; 1 visible"))
+    write_samples(d, seed=2)
     return d
 
 
@@ -641,7 +645,9 @@ def build(base: Path, name: str) -> dict:
 
     ``two_runs``: the CPU and the CUDA run; ``cpu_only``: the CPU run alone; ``incomplete``: both runs with
     the CUDA matmul file truncated, aggregated with --allow-incomplete (its report reuses two_runs' figures);
-    ``empty``: a results folder without runs, aggregated with --allow-incomplete.
+    ``empty``: a results folder without runs, aggregated with --allow-incomplete; ``compared``: the CPU run and
+    the same laptop with 1 thread (``write_slower_cpu_run``), compared by ``accelbench compare`` and reported with
+    its "Compared with" section.
     """
     from accelbench.cli import main
 
@@ -650,8 +656,14 @@ def build(base: Path, name: str) -> dict:
     root = Path(base) / name
     results = root / "results"
     results.mkdir(parents=True)
-    which = {"two_runs": ("cpu", "cuda"), "cpu_only": ("cpu",), "incomplete": ("cpu", "cuda"), "empty": ()}[name]
+    which = {"two_runs": ("cpu", "cuda"), "cpu_only": ("cpu",), "incomplete": ("cpu", "cuda"), "empty": (),
+             "compared": ("cpu",)}[name]
     write_fixture_results(results, which)
+    comparison = []
+    if name == "compared":
+        write_slower_cpu_run(results)
+        assert main(["compare", "--results", str(results), "laptop-cpu", "laptop-cpu-1t"]) == 1
+        comparison = ["--comparison", str(results / "compare" / "laptop-cpu__laptop-cpu-1t.csv")]
     if name == "incomplete":
         corrupt(results / "gpu-node-h100" / "matmul_cuda.csv", "truncate")
     agg, plots, report = results / "aggregate", results / "plots", results / "report.html"
@@ -662,7 +674,8 @@ def build(base: Path, name: str) -> dict:
         plots = build(base, "two_runs")["plots"]
     else:
         assert main(["plots", "--aggregate-dir", str(agg), "--out-dir", str(plots)]) == 0
-    assert main(["report", "--aggregate-dir", str(agg), "--plots-dir", str(plots), "--out", str(report)]) == 0
+    assert main(["report", "--aggregate-dir", str(agg), "--plots-dir", str(plots), "--out", str(report),
+                 *comparison]) == 0
     _BUILT[name] = {"results": results, "aggregate": agg, "plots": plots, "report": report}
     return _BUILT[name]
 
@@ -679,6 +692,8 @@ def add_absent_backend(run_dir: Path, backend: str = "cuda") -> None:
            "status_detail": f"backend {backend!r}: no {backend.upper()} device visible to this torch build"}
     for name in registry.run_files([backend]):
         _csv(run_dir / name, [row], registry.table_of(name))
+    for spec in registry.SAMPLES.values():  # as the stages write them for a backend without a device: empty
+        atomic_write_parquet(run_dir / spec.filename(backend), sample_table.empty())
 
 
 def make_pre_telemetry(run_dir: Path) -> None:
@@ -703,3 +718,74 @@ def make_pre_telemetry(run_dir: Path) -> None:
             continue
         df = pd.read_csv(path)
         path.write_text(df.drop(columns=[c for c in df.columns if c in new]).to_csv(index=False))
+
+
+
+
+# ---- raw timing samples and a second CPU run to compare with (accelbench compare) -------------------------------
+
+def write_samples(run_dir: Path, seed: int = 0, blocks: int = 12, amp_warmup_steps: int = 5,
+                  blocks_column: bool = False) -> None:
+    """The raw-sample files of a fixture run, consistent with its CSVs: per measured matmul/transfer point
+    ``blocks`` per-call times log-normally spread around its median (spread from its IQR), every warm-up call,
+    every AMP step (the first ``amp_warmup_steps`` not steady). Written by the stages' own writer. With
+    ``blocks_column`` the matmul/transfer CSVs get the ``blocks`` column the stages write too (compare checks the
+    sample count against it)."""
+    from accelbench.measure import samples as sample_table
+    from accelbench.run.io import atomic_write_parquet
+
+    run_dir = Path(run_dir)
+    rng = np.random.default_rng(seed)
+    config = json.loads((run_dir / "run.json").read_text())["config"]
+    for backend in config["backends"]:
+        for stage, spec in registry.SAMPLES.items():
+            table = spec.table if spec.table != "amp_trials" else "amp_steps"
+            csv_path = run_dir / registry.TABLES[table].filename(backend)
+            rows = pd.read_csv(csv_path).to_dict("records") if csv_path.exists() else []
+            if stage in ("matmul", "transfer"):
+                for r in rows:
+                    measured = r.get("median_s") == r.get("median_s") and r.get("median_s", 0) > 0
+                    r["blocks"] = blocks if measured else 0  # as the stages write it: one sample per block
+                    if measured:
+                        sigma = max(1e-4, float(r["iqr_s"]) / float(r["median_s"]) / 1.349)
+                        r[sample_table.SAMPLES_KEY] = list(float(r["median_s"]) * np.exp(rng.normal(0, sigma, blocks)))
+                df = sample_table.from_block_rows(spec.table, rows)
+                if rows and blocks_column:
+                    csv_df = pd.read_csv(csv_path)
+                    csv_df["blocks"] = [r["blocks"] for r in rows]
+                    csv_path.write_text(csv_df.to_csv(index=False))
+            elif stage == "warmup":
+                df = sample_table.from_series_rows("warmup", rows, index="iter", value="iter_s",
+                                                   steady=sample_table.warmup_steady(rows, 5))
+            else:
+                df = sample_table.from_series_rows("amp_trials", rows, index="step", value="step_s",
+                                                   steady=lambda r: int(r["step"]) >= amp_warmup_steps)
+            atomic_write_parquet(run_dir / spec.filename(backend), df)
+
+
+def write_slower_cpu_run(results: Path, run_id: str = "laptop-cpu-1t", slowdown: float = 1.9,
+                         from_n: int = 1024) -> Path:
+    """``laptop-cpu`` again, measured with 1 thread instead of 2 (``cpu_threads`` 2 -> 1): its float32 points at
+    n >= ``from_n`` take ``slowdown`` times as long; everything else as the original."""
+    d = write_cpu_run(results, run_id=run_id, host="laptop")
+    info = json.loads((d / "run.json").read_text())
+    info["config"]["cpu_threads"] = 1
+    info["config_hash"] = config_hash(info["config"])
+    (d / "run.json").write_text(json.dumps(info))
+    for name in [p.name for p in d.glob("*.csv")]:
+        df = pd.read_csv(d / name)
+        df["config_hash"] = info["config_hash"]
+        if "threads" in df.columns:
+            df["threads"] = 1
+        if name.startswith("matmul_"):
+            slow = (df["dtype"] == "float32") & (df["n"] >= from_n) & df["median_s"].notna()
+            for col in ("median_s", "iqr_s", "ci95_low_s", "ci95_high_s"):
+                df.loc[slow, col] = df.loc[slow, col] * slowdown
+            df.loc[slow, "tflops"] = df.loc[slow, "flops"] / df.loc[slow, "median_s"] / 1e12
+            df.loc[slow, "pct_of_peak"] = 100 * df.loc[slow, "tflops"] / df.loc[slow, "peak_tflops"]
+        (d / name).write_text(df.to_csv(index=False))
+    devices = json.loads((d / "devices.json").read_text())
+    devices["config_hash"] = info["config_hash"]
+    (d / "devices.json").write_text(json.dumps(devices))
+    write_samples(d, seed=1)
+    return d

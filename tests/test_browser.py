@@ -85,7 +85,7 @@ def fixtures(tmp_path_factory):
     return lambda name: build(base, name)
 
 
-@pytest.mark.parametrize("name", ["two_runs", "incomplete"])
+@pytest.mark.parametrize("name", ["two_runs", "incomplete", "compared"])
 def test_report_in_chromium(browser, fixtures, name):
     report = fixtures(name)["report"]
     seen = open_report(browser, report)
@@ -93,7 +93,9 @@ def test_report_in_chromium(browser, fixtures, name):
     assert browser.execute_script("return document.readyState") == "complete"
     images = browser.execute_script(
         "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
-    assert len(images) == len(registry.FIGURES)
+    # every registry figure; the compared case adds the comparison's figure first
+    assert len(images) == len(registry.FIGURES) + (name == "compared")
+    assert (images[0][0] == "comparison") == (name == "compared")
     broken = [alt for alt, complete, width in images if not complete or width <= 0]
     assert not broken, f"figures not decoded: {broken}"
     # the roofline and the bandwidth figure render (decoded, not a placeholder-sized image) where they belong
@@ -118,7 +120,24 @@ def test_report_in_chromium(browser, fixtures, name):
     path = screenshot_dir() / f"report-{name}-{WIDTH}x{HEIGHT}.png"
     browser.save_screenshot(str(path))
     assert path.stat().st_size > 10_000
-    if name == "two_runs":
+    if name == "compared":
+        section = browser.execute_script("""
+            const s = document.getElementById('compare'), h = s.querySelector('h2'), img = s.querySelector('img');
+            const prev = s.previousElementSibling;
+            return {title: h.textContent, headline: document.getElementById('compare-headline').textContent,
+                    after: prev ? prev.id : null, img: img ? [img.naturalWidth, img.getBoundingClientRect().width] : null,
+                    slower: s.querySelectorAll('tr[data-verdict="slower"]').length,
+                    first: s.querySelector('#compare-table tbody tr').dataset.verdict,
+                    amp: s.querySelectorAll('#compare-amp tbody tr').length,
+                    prov: document.getElementById('compare-provenance').innerText};""")
+        assert section["title"] == "Compared with laptop-cpu" and section["after"] == "summary"
+        assert section["headline"].startswith("laptop-cpu-1t against laptop-cpu: 2 of ")
+        assert section["img"][0] > 500 and 0 < section["img"][1] <= WIDTH
+        assert section["slower"] == 2 and section["first"] == "slower" and section["amp"] == 2
+        assert "threads" in section["prov"] and "cpu_threads" in section["prov"]
+        browser.execute_script("document.getElementById('compare').scrollIntoView()")
+        browser.save_screenshot(str(screenshot_dir() / f"report-{name}-section-{WIDTH}x{HEIGHT}.png"))
+    if name in ("two_runs", "compared"):
         # the whole summary (best TFLOP/s, CPU speedup, AMP verdicts) is visible without scrolling
         for card, box in boxes.items():
             assert box["height"] > 50 and 0 <= box["top"] and box["bottom"] <= HEIGHT, (card, box)

@@ -401,5 +401,56 @@ def test_snakemake_valid_config_dry_run(tmp_path):
     config = json.loads(argv[argv.index("--config-json") + 1])
     expected = cfg.with_defaults({**DEFAULT_CONFIG, "run": "okrun", "matmul": {**DEFAULT_CONFIG["matmul"],
                                                                               "sizes": [64, 1048576]}})
-    assert config == expected
+    assert config == cfg.run_config(expected)  # the report-only keys (compare_to) are not the run's
     assert argv[argv.index("--run") + 1] == "okrun"
+
+
+# ---- compare_to (accelbench compare as a step of the run) --------------------------------------------------
+
+def test_compare_to_must_name_another_finished_run(tmp_path):
+    results = tmp_path / "results"
+    assert cfg.check_compare_to({"compare_to": ""}, results, "me") is None
+    with pytest.raises(ConfigError) as e:
+        cfg.check_compare_to({"compare_to": "old"}, results, "me")
+    assert str(e.value).startswith("compare_to: 'old' is not a run under") and "none yet" in str(e.value)
+    (results / "old").mkdir(parents=True)
+    (results / "old" / "run.json").write_text("{}")
+    (results / "other").mkdir()
+    (results / "other" / "run.json").write_text("{}")
+    assert cfg.check_compare_to({"compare_to": "old"}, results, "me") == results / "old"
+    with pytest.raises(ConfigError, match="allowed: old, other$"):
+        cfg.check_compare_to({"compare_to": "gone"}, results, "me")
+    with pytest.raises(ConfigError, match="compare_to: 'me' is this run itself"):
+        cfg.check_compare_to({"compare_to": "me"}, results, "me")
+
+
+def test_compare_to_is_not_part_of_the_config_hash():
+    base = cfg.with_defaults({"run": "r"})
+    assert cfg.config_hash(base) == cfg.config_hash({**base, "compare_to": "old"})
+    assert cfg.config_hash(base) != cfg.config_hash({**base, "seed": 1})
+    assert "compare_to" not in cfg.run_config({**base, "compare_to": "old"})
+
+
+@pytest.mark.slow
+def test_snakemake_compare_to_a_missing_run_stops_before_any_job(tmp_path):
+    work = user_workdir(tmp_path)
+    proc = snakemake(work, "--cores", "1", "--config", "compare_to=yesterday")
+    assert_config_error(proc, work, "compare_to: 'yesterday' is not a run under results/", "none yet")
+
+
+@pytest.mark.slow
+def test_snakemake_compare_to_bad_name_and_existing_runs_named(tmp_path):
+    work = user_workdir(tmp_path)
+    proc = snakemake(work, "--cores", "1", "--config", "compare_to=a;b")
+    assert_config_error(proc, work, "compare_to: 'a;b' is not allowed (contains ';')")
+    (work / "results" / "monday").mkdir(parents=True)
+    (work / "results" / "monday" / "run.json").write_text("{}")
+    proc = snakemake(work, "--cores", "1", "--config", "run=tuesday", "compare_to=sunday")
+    errors = [l for l in proc.stderr.splitlines() if l.strip() and not SNAKEMAKE_NOTICE.match(l)]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stdout + proc.stderr
+    assert errors[0] == (PREFIX + "compare_to: 'sunday' is not a run under results/ (no results/sunday/run.json); "
+                         "allowed: monday")
+    assert sorted(p.name for p in (work / "results").iterdir()) == ["monday"]  # no job ran
+    proc = snakemake(work, "--cores", "1", "--dry-run", "--config", "run=tuesday", "compare_to=monday")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "compare" in proc.stdout and "results/compare/monday__tuesday.csv" in proc.stdout

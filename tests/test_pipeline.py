@@ -35,7 +35,7 @@ def tiny_run(tmp_path_factory):
 @pytest.mark.slow
 def test_every_stage_output_exists(tiny_run):
     run = tiny_run / "results" / "tiny"
-    for name in ["run.json", "devices.json", *registry.run_files(["cpu"])]:
+    for name in ["run.json", "devices.json", *registry.run_files(["cpu"]), *registry.sample_files(["cpu"])]:
         assert (run / name).stat().st_size > 0, name
     for table in registry.TABLES:
         assert (tiny_run / "results" / "aggregate" / f"{table}.csv").exists(), table

@@ -217,6 +217,53 @@ RUN_TABLES = tuple(name for name, t in TABLES.items() if t.file)
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Raw timing samples and point identity (accelbench compare)
+# ---------------------------------------------------------------------------------------------------------
+
+# What names one measured point of a table, besides its backend and device: two runs' rows with equal values
+# here measured the same thing (``accelbench compare`` matches on them; ``device_name`` is the device model).
+# A stage that adds a dimension to its points (a shape column, a mode) adds it here.
+POINT_IDENTITY: dict[str, tuple[str, ...]] = {
+    "warmup": ("device_name", "n"),
+    "matmul": ("device_name", "dtype", "shape_name", "m", "n", "k", "allow_tf32"),
+    "transfer": ("device_name", "direction", "memory", "size_bytes"),
+    "amp_trials": ("device_name", "workload", "mode", "seed"),
+}
+
+# The long table of raw timing samples (Parquet, one file per device stage and backend). One row per sample:
+# ``table`` and ``point`` say which row of which results table it belongs to (``point``: the row's
+# POINT_IDENTITY values other than device_name, ``col=value`` joined by ``|``); ``sample`` is its index in
+# measurement order; ``sample_s`` seconds per call (a timed block's time / ``calls``; one call or training
+# step when ``calls`` is 1); ``steady`` whether the row's statistic uses it (false: the warm-up stage's calls
+# before it was stable, AMP's first ``amp.warmup_steps`` steps).
+# Identity columns a square matmul point leaves out of its key (its shape_name is empty, its m and k are its n), so
+# square points keep the keys they had before (m, n, k) shapes existed and old runs still match new ones.
+SQUARE_IDENTITY = {"shape_name": None, "m": "n", "k": "n"}
+SAMPLE_COLUMNS = ("run_id", "method_version", "backend", "device", "table", "point", "sample", "sample_s", "calls",
+                  "steady")
+
+
+@dataclass(frozen=True)
+class SampleFile:
+    """Where a device stage keeps the raw samples behind the rows of ``table`` (per run and backend)."""
+
+    stage: str
+    table: str
+    file: str  # with {backend}
+
+    def filename(self, backend: str) -> str:
+        return self.file.format(backend=backend)
+
+
+SAMPLES: dict[str, SampleFile] = {f.stage: f for f in (
+    SampleFile("warmup", "warmup", "warmup_{backend}_samples.parquet"),
+    SampleFile("matmul", "matmul", "matmul_{backend}_samples.parquet"),
+    SampleFile("transfer", "transfer", "transfer_{backend}_samples.parquet"),
+    SampleFile("amp", "amp_trials", "amp_{backend}_samples.parquet"),
+)}
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Stages
 # ---------------------------------------------------------------------------------------------------------
 
@@ -299,12 +346,28 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("plots", "accelbench.reporting.plots", "seaborn figures (PNG and SVG) from the aggregated tables", "report"),
     Stage("report", "accelbench.reporting.html", "one self-contained HTML report", "report"),
     Stage("container", "accelbench.run.containers", "container argv and image builds for docker/podman", "tool"),
+    # a tool on the command line (exit 0/1/2: a CI gate); a rule too when the config sets compare_to
+    Stage("compare", "accelbench.reporting.compare",
+          "compare two runs point by point (did it get slower, and why?), or a run with published figures",
+          "tool"),
 )}
 DEVICE_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES.values() if s.kind == "device")
 
 
 def method_version(stage: str) -> int:
     return STAGES[stage].method_version or 0
+
+
+# What ``accelbench compare`` writes per point (results/compare/<baseline>__<candidate>.csv), README
+# "Comparing runs"; the POINT_IDENTITY columns of the point's table follow them.
+COMPARE_COLUMNS = (
+    "baseline_run", "candidate_run", "table", "backend", "device", "device_name", "point", "label", "match",
+    "baseline_status", "candidate_status", "baseline_median_s", "candidate_median_s", "baseline_samples",
+    "candidate_samples", "time_ratio", "time_ratio_ci95_low", "time_ratio_ci95_high", "speed_change_pct",
+    "speed_change_ci95_low_pct", "speed_change_ci95_high_pct", "min_effect_pct", "verdict", "reason",
+    "provenance_diff", "method",
+)
+COMPARE_VERDICTS = ("slower", "faster", "same", "inconclusive")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -372,6 +435,29 @@ def run_files(config_backends, config: dict | None = None) -> list[str]:
     ``Table.since``)."""
     return [name for b in config_backends for s in DEVICE_STAGES if s.expected_in(config)
             for name in stage_files(s, b, config)]
+
+
+def stage_outputs(stage: Stage) -> list[str]:
+    """Every file name pattern (with {backend}) a device stage's rule declares: its tables, then its samples."""
+    return [TABLES[t].file for t in stage.tables] + ([SAMPLES[stage.name].file] if stage.name in SAMPLES else [])
+
+
+def sample_files(config_backends) -> list[str]:
+    """The raw-sample files a finished run with these backends has: one per device stage that applies to the
+    backend (``Stage.applies_to``), as ``run_files``; empty where the backend has no device here."""
+    return [SAMPLES[s.name].filename(b) for b in config_backends for s in DEVICE_STAGES
+            if s.name in SAMPLES and s.applies_to(b)]
+
+
+COMPARE_DIR = "compare"
+
+
+def compare_files(baseline: str, candidate: str) -> dict[str, str]:
+    """What ``accelbench compare`` writes under results/compare/ for two run ids: the points (the documented
+    table), the AMP comparison, the provenance diff, and the figure of the ratios."""
+    stem = f"{COMPARE_DIR}/{baseline}__{candidate}"
+    return {"points": f"{stem}.csv", "amp": f"{stem}_amp.csv", "provenance": f"{stem}_provenance.csv",
+            "png": f"{stem}.png", "svg": f"{stem}.svg"}
 
 
 def checkpoint_file(stage: str, backend: str) -> str:

@@ -13,7 +13,7 @@ from snakemake.utils import validate
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from accelbench import backends, registry  # noqa: E402
 from accelbench.run import containers as _containers  # noqa: E402
-from accelbench.run.config import ConfigError, check as check_config  # noqa: E402
+from accelbench.run.config import ConfigError, check as check_config, check_compare_to, run_config  # noqa: E402
 from accelbench.run.provenance import git_commit as _git_commit  # noqa: E402
 
 

@@ -8,7 +8,7 @@ rule run_info:
         mem_mb=500,
         runtime=5,
     params:
-        config_json=json.dumps(config, sort_keys=True),
+        config_json=json.dumps(run_config(config), sort_keys=True),  # compare_to is the report's, not the run's
         run=RUN,
         commit=GIT_COMMIT,
     shell:

@@ -28,7 +28,7 @@ for _stage in registry.DEVICE_STAGES:
         input:
             unpack(device_stage_inputs(_stage)),
         output:
-            [run_path(registry.TABLES[t].file) for t in _stage.tables],
+            [run_path(pattern) for pattern in registry.stage_outputs(_stage)],  # its tables, then its samples
         log:
             run_path(registry.log_file(_stage.name, "{backend}")),
         threads: stage_threads(_stage)

@@ -51,6 +51,7 @@ rule report:
         manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",
         plots=[f"{PLOTS_DIR}/{name}.png" for name in registry.FIGURES],
         captions=[os.path.join(workflow.basedir, registry.CAPTIONS_DIR, f.caption) for f in registry.FIGURES.values()],
+        comparison=COMPARE_OUTPUTS,  # empty unless compare_to is set (compare.smk)
     output:
         report(REPORT_HTML, caption="../report/report.rst", category="Report"),
     log:
@@ -63,6 +64,7 @@ rule report:
         aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
         plots_dir=lambda wildcards, input: subpath(input.plots[0], parent=True),
         captions_dir=lambda wildcards, input: subpath(input.captions[0], parent=True),
+        comparison=COMPARE.get("points", ""),
     shell:
         "accelbench report --aggregate-dir {params.aggregate_dir:q} --plots-dir {params.plots_dir:q}"
-        " --captions-dir {params.captions_dir:q} --out {output:q} > {log:q} 2>&1"
+        " --captions-dir {params.captions_dir:q} --comparison={params.comparison:q} --out {output:q} > {log:q} 2>&1"

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from .. import __version__, registry
 from ..run.config import shape_label
@@ -234,6 +235,21 @@ def check_amp_points(df, table: str, config: dict, path: Path, problems: Problem
                              f"{', '.join(map(str, lacking))} (file cut short?)", run_id)
 
 
+def check_sample_files(run_dir: Path, config: dict, problems: Problems, run_id: str) -> None:
+    """The raw-sample files (``registry.SAMPLES``, read by ``accelbench compare``): a damaged one is a problem
+    naming it; a missing one only a warning (runs made before they existed have none)."""
+    for name in registry.sample_files(config.get("backends") or []):
+        path = run_dir / name
+        if not path.exists():
+            problems.warn(path, "missing_samples", "no raw-sample file (a run made before accelbench kept them): "
+                          "accelbench compare cannot use this run", run_id)
+            continue
+        try:
+            pq.read_metadata(path)
+        except Exception as exc:  # pyarrow: ArrowInvalid / OSError for a truncated or foreign file
+            problems.add(path, "corrupted", f"not a readable Parquet sample file ({str(exc).splitlines()[0]})", run_id)
+
+
 def _flat(value):
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True, default=str)
@@ -395,6 +411,7 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
                     vals = sorted(set(int(x) for x in t.dropna()))
                     if vals:
                         threads[b] = "/".join(map(str, vals))
+        check_sample_files(run_dir, config, problems, run_id)
         complete = len(problems.items) == n_before
         threads_text = ", ".join(f"{b}: {t}" for b, t in sorted(threads.items()))
         row = run_row(run_info, devices, str(run_dir), threads_text)

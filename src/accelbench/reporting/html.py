@@ -35,12 +35,15 @@ from .. import __version__, backends, registry
 from ..run.io import atomic_write_text
 from ..run.provenance import CHECKOUT
 from . import roofline as R
+from . import compare as C
+from . import references as refs
 from . import tables as S
 
 def caption(captions_dir: Path | None, name: str) -> dict:
     """A figure's text: the lead paragraph of its Snakemake report caption (``registry.Figure.caption``),
     as plain text (for ``alt``) and as HTML (inline ``code``, bold and italics kept)."""
-    path = Path(captions_dir) / registry.FIGURES[name].caption if captions_dir else None
+    file = registry.FIGURES[name].caption if name in registry.FIGURES else f"{name}.rst"  # comparison: no registry figure
+    path = Path(captions_dir) / file if captions_dir else None
     text = path.read_text(encoding="utf-8") if path and path.is_file() else ""
     lead = " ".join(text.strip().split("\n\n")[0].split())
     plain = re.sub(r"\*\*(.+?)\*\*|\*(.+?)\*|``(.+?)``", lambda m: next(g for g in m.groups() if g), lead)
@@ -680,7 +683,69 @@ def scaling_section(tables, series) -> dict:
             "reasons": reasons}
 
 
-def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | None = None) -> dict:
+def reference_summary(tables) -> list[dict]:
+    """Per run, device and dtype with a published figure (``reporting.references``): its sentence."""
+    out = []
+    runs = tables["runs"]
+    for run_id, mm in (tables["matmul"].groupby("run_id") if not tables["matmul"].empty else []):
+        r = runs[runs["run_id"].astype(str) == str(run_id)] if not runs.empty else runs
+        torch_version = str(r["torch_version"].iloc[0]) if len(r) and r["torch_version"].iloc[0] == r["torch_version"].iloc[0] else ""
+        env = json.loads(r["env_json"].iloc[0]) if len(r) and isinstance(r["env_json"].iloc[0], str) else {}
+        out += refs.reference_lines(mm, torch_version=torch_version, env=env)
+    return out
+
+
+def _pct_text(value) -> str:
+    return "—" if value is None or value != value else f"{value:+.1f}%".replace("-", "−")
+
+
+def comparison_context(points_path: str | Path | None, captions_dir: Path | None) -> dict | None:
+    """The "Compared with <baseline>" section from what ``accelbench compare`` wrote, or None without one."""
+    if not points_path or not Path(points_path).is_file():
+        return None
+    cmp = C.read_comparison(points_path)
+    pts = cmp.points
+    stem = Path(points_path).with_suffix("")
+    rows = []
+    for i, r in pts.iterrows():
+        if r["match"] != "both":
+            continue
+        measured = r["speed_change_pct"] == r["speed_change_pct"]
+        rows.append({"label": cmp.labels[i], "verdict": r["verdict"], "table": r["table"],
+                     "change": _pct_text(r["speed_change_pct"]) if measured else "—",
+                     "ci": (f"[{_pct_text(r['speed_change_ci95_low_pct'])}, {_pct_text(r['speed_change_ci95_high_pct'])}]"
+                            if r["speed_change_ci95_low_pct"] == r["speed_change_ci95_low_pct"] else ""),
+                     "ratio": S.fmt_num(r["time_ratio"]) if measured else "—",
+                     "why": "; ".join(str(x) for x in (r["provenance_diff"], r["reason"])
+                                      if isinstance(x, str) and x),
+                     "dtype": _cell(r.get("dtype")), "n": _cell(r.get("n"))})
+    amp = []
+    for _, a in cmp.amp.iterrows():
+        amp.append({"device": a["device"], "workload": a["workload"], "mode": a["mode"], "seeds": a["seeds"],
+                    "baseline": S.fmt_unit(a["baseline_speedup"], "×"),
+                    "baseline_ci": f"{S.fmt_num(a['baseline_speedup_ci95_low'])}–{S.fmt_num(a['baseline_speedup_ci95_high'])}",
+                    "candidate": S.fmt_unit(a["candidate_speedup"], "×"),
+                    "candidate_ci": f"{S.fmt_num(a['candidate_speedup_ci95_low'])}–{S.fmt_num(a['candidate_speedup_ci95_high'])}",
+                    "diff": "—" if a["speedup_diff"] != a["speedup_diff"] else f"{a['speedup_diff']:+.3g}×".replace("-", "−"),
+                    "ratio": S.fmt_unit(a["speedup_ratio"], "×"),
+                    "ratio_ci": f"{S.fmt_num(a['speedup_ratio_ci95_low'])}–{S.fmt_num(a['speedup_ratio_ci95_high'])}",
+                    "acc_change": "—" if a["acc_diff_change"] != a["acc_diff_change"] else
+                    f"{a['acc_diff_change'] * 100:+.2f} pp",
+                    "acc_ci": "" if a["acc_diff_change_ci95_low"] != a["acc_diff_change_ci95_low"] else
+                    f"{a['acc_diff_change_ci95_low'] * 100:+.2f} to {a['acc_diff_change_ci95_high'] * 100:+.2f} pp"})
+    counts = cmp.counts
+    return {"baseline": cmp.baseline, "candidate": cmp.candidate, "headline": C.headline(cmp), "counts": counts,
+            "min_effect_pct": f"{100 * cmp.min_effect:g}", "points": rows, "amp": amp,
+            "provenance": _records(cmp.provenance),
+            "only_baseline": [cmp.labels[i] for i in pts.index[pts["match"] == "baseline_only"]],
+            "only_candidate": [cmp.labels[i] for i in pts.index[pts["match"] == "candidate_only"]],
+            "figure": {"uri": image_data_uri(Path(f"{stem}.png")), "name": "comparison",
+                       **caption(captions_dir, "comparison")},
+            "csv": str(points_path)}
+
+
+def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | None = None,
+                  comparison: str | Path | None = None) -> dict:
     captions_dir = captions_dir if captions_dir is not None else default_captions_dir()
     aggregate_dir, plots_dir = Path(aggregate_dir), Path(plots_dir)
     manifest_path = aggregate_dir / "manifest.json"
@@ -737,6 +802,11 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "roofline": roofline_tables(points, series),
         "launch_factor": R.LAUNCH_FACTOR,
         "files_read": manifest.get("files_read", []),
+        "references": reference_summary(tables),
+        "comparison": comparison_context(comparison, captions_dir),
+        "verdict_colors": {"slower": {"fg": "#8c1111", "bg": "#fbe1e1"}, "faster": {"fg": "#1a5e20", "bg": "#e3f1e4"},
+                           "same": {"fg": "#3d3d3d", "bg": "#eeeeee"},
+                           "inconclusive": {"fg": "#7a4a00", "bg": "#fdf0d5"}},
     }
 
 
@@ -746,8 +816,9 @@ def render(context: dict) -> str:
     return env.get_template("report.html.j2").render(**context)
 
 
-def write_report(aggregate_dir, plots_dir, out, captions_dir=None) -> Path:
-    html = render(build_context(Path(aggregate_dir), Path(plots_dir), Path(captions_dir) if captions_dir else None))
+def write_report(aggregate_dir, plots_dir, out, captions_dir=None, comparison=None) -> Path:
+    html = render(build_context(Path(aggregate_dir), Path(plots_dir), Path(captions_dir) if captions_dir else None,
+                                comparison=comparison or None))
     atomic_write_text(out, html)
     return Path(out)
 
@@ -758,9 +829,12 @@ def add_arguments(p) -> None:
     p.add_argument("--out", required=True, help="the HTML file to write")
     p.add_argument("--captions-dir", default=None,
                    help="the figure captions (default: workflow/report here, else in this package's checkout)")
+    p.add_argument("--comparison", default="",
+                   help="results/compare/<baseline>__<candidate>.csv (accelbench compare): adds the "
+                        "'Compared with <baseline>' section; empty: none")
 
 
 def cli(args) -> int:
-    path = write_report(args.aggregate_dir, args.plots_dir, args.out, args.captions_dir)
+    path = write_report(args.aggregate_dir, args.plots_dir, args.out, args.captions_dir, args.comparison)
     print(f"accelbench report: {path} ({path.stat().st_size / 1e6:.1f} MB)", file=sys.stderr)
     return 0

@@ -46,7 +46,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullLocator  # noqa: E402
 
 from .. import registry  # noqa: E402
 from . import roofline as R  # noqa: E402
@@ -822,6 +822,126 @@ def fig_roofline(plt, sns, tables, series):
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
     _finish(fig, (len(names) + 2) // 3)
     return fig
+
+
+# ---- the comparison of two runs (accelbench compare; not a registry figure: it exists only with a baseline) ----
+
+VERDICT_COLORS = {"slower": "#D55E00", "faster": "#009E73", "same": "#7f7f7f", "inconclusive": "#E69F00"}
+DEVICE_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str, min_effect: float):
+    """Speed change of every matched point with its 95% interval, coloured by verdict: matmul per dtype against n
+    (one marker per device), the other points (warm-up, transfer, AMP trials) as one labelled row each; the band
+    is +-min_effect."""
+    title = f"{candidate} against {baseline}: speed change per point (95% interval; band: ±{100 * min_effect:g}%)"
+    pts = points[(points["match"] == "both") & points["speed_change_pct"].notna()] if len(points) else points
+    if pts is None or pts.empty:
+        return _message(plt, title, "No matched point has a ratio to show.")
+    mm = pts[(pts["table"] == "matmul") & pts["n"].notna()] if "n" in pts.columns else pts.iloc[0:0]
+    other = pts.drop(index=mm.index)
+    dtypes = S.dtype_sorted(mm["dtype"]) if len(mm) else []
+    panels = len(dtypes) + (1 if len(other) else 0)
+    fig, axes = _grid(plt, panels, ncols=min(3, panels), panel_w=4.6, panel_h=3.4 if not len(other) else
+                      max(3.4, 0.28 * len(other) + 1.2))
+    devices = list(dict.fromkeys(pts["device"].astype(str)))
+    marker = {d: DEVICE_MARKERS[i % len(DEVICE_MARKERS)] for i, d in enumerate(devices)}
+
+    def draw(ax, x, row, horizontal=False):
+        # on the axis: speed ratio 1 + change (log scale, so -50% and +100% lie equally far from 0)
+        y, lo, hi = (1 + row[c] / 100 for c in ("speed_change_pct", "speed_change_ci95_low_pct",
+                                                  "speed_change_ci95_high_pct"))
+        err = [[max(0.0, y - lo)] if lo == lo else [0.0], [max(0.0, hi - y)] if hi == hi else [0.0]]
+        color = VERDICT_COLORS.get(row["verdict"], "#333333")
+        kw = dict(fmt=marker[str(row["device"])], color=color, ms=6, capsize=3, lw=1.6)
+        (ax.errorbar(y, x, xerr=err, **kw) if horizontal else ax.errorbar(x, y, yerr=err, **kw))
+
+    for ax, dtype in zip(axes, dtypes):
+        d = mm[mm["dtype"] == dtype].sort_values("n")
+        for i, (_, row) in enumerate(d.iterrows()):
+            shift = 1.0 + 0.04 * (devices.index(str(row["device"])) - (len(devices) - 1) / 2)
+            draw(ax, float(row["n"]) * shift, row)
+        ax.axhspan(1 - min_effect, 1 + min_effect, color="#dddddd", alpha=0.6, lw=0)
+        ax.axhline(1, color="#444444", lw=1)
+        _change_axis(ax, "y", d)
+        _log2_axis(ax, d["n"])
+        ax.set_title(f"matmul {S.DTYPE_LABEL.get(dtype, dtype)}")
+        ax.set_xlabel("matrix size n")
+        ax.set_ylabel("speed change (− = slower; log scale)")
+    if len(other):
+        ax = axes[-1]
+        labels = []
+        for i, (_, row) in enumerate(other.iterrows()):
+            draw(ax, i, row, horizontal=True)
+            labels.append(str(row["label"]))
+        ax.axvspan(1 - min_effect, 1 + min_effect, color="#dddddd", alpha=0.6, lw=0)
+        ax.axvline(1, color="#444444", lw=1)
+        _change_axis(ax, "x", other)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels([textwrap.shorten(lab, 44) for lab in labels], fontsize=7.5)
+        ax.invert_yaxis()
+        ax.set_title("warm-up, transfer, AMP trials")
+        ax.set_xlabel("speed change (− = slower; log scale)")
+    handles = [Line2D([0], [0], ls="", marker="o", color=c) for c in VERDICT_COLORS.values()]
+    labels = list(VERDICT_COLORS)
+    if len(devices) > 1:
+        handles += [Line2D([0], [0], ls="", marker=marker[d], color="#555555") for d in devices]
+        labels += devices
+    _legend_below(fig, handles, labels, ncol=min(len(labels), 6))
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
+    _finish(fig, (len(labels) + 5) // 6)
+    return fig
+
+
+CHANGE_TICKS_PCT = (-99, -90, -75, -50, -25, -10, -5, -2, 0, 2, 5, 10, 25, 50, 100, 300, 1000, 1e4, 1e5, 1e6)
+
+
+def _change_axis(ax, which: str, rows: pd.DataFrame):
+    """A log axis of the speed ratio labelled as speed change in %, ticks at round changes within the data."""
+    values = 1 + pd.concat([rows[c] for c in ("speed_change_pct", "speed_change_ci95_low_pct",
+                                               "speed_change_ci95_high_pct")]).dropna().to_numpy(float) / 100
+    values = values[values > 0]
+    lo, hi = (min(values.min(), 0.9), max(values.max(), 1.1)) if len(values) else (0.9, 1.1)
+    lo, hi = lo / 1.08, hi * 1.08
+    gap = math.log(hi / lo) / 7  # at most about 7 labels: each at least this far (in log space) from the last
+    ticks = [1.0]
+    for side in (sorted(1 + t / 100 for t in CHANGE_TICKS_PCT if 1 < 1 + t / 100 <= hi),
+                 sorted((1 + t / 100 for t in CHANGE_TICKS_PCT if lo <= 1 + t / 100 < 1), reverse=True)):
+        last = 1.0
+        for t in side:
+            if abs(math.log(t / last)) >= gap:
+                ticks.append(t)
+                last = t
+    ticks.sort()
+    label = FuncFormatter(lambda v, _: "0" if abs(v - 1) < 1e-9 else f"{(v - 1) * 100:+,.0f}%".replace("-", "\u2212"))
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(label)
+    axis.set_minor_locator(NullLocator())
+
+
+def write_comparison_figure(points: pd.DataFrame, baseline: str, candidate: str, min_effect: float,
+                            png: str | Path, svg: str | Path) -> list[Path]:
+    """``fig_comparison`` as PNG and SVG, each written to a temporary name and renamed into place."""
+    plt, sns = _setup()
+    fig = fig_comparison(plt, sns, points, baseline, candidate, min_effect)
+    written = []
+    for path, ext in ((Path(png), "png"), (Path(svg), "svg")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{ext}", dir=path.parent)
+        os.close(fd)
+        try:
+            fig.savefig(tmp, format=ext, dpi=DPI, metadata={"Date": None} if ext == "svg" else {"Software": None})
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        written.append(path)
+    plt.close(fig)
+    return written
 
 
 # figure name (registry.FIGURES) -> how it is drawn

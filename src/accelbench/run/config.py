@@ -243,6 +243,8 @@ def check_scaling_config(scaling: dict, amp_cfg: dict) -> None:
     if worlds and max(worlds) * batch > n_train:
         raise ConfigError(f"scaling.world_sizes: world size {max(worlds)} x amp.batch_size {batch} exceeds "
                           f"amp.data.n_train ({n_train}); allowed: world sizes up to {n_train // batch}")
+
+
 def shape_label(shape: dict) -> str:
     """The name a ``matmul.shapes`` entry is reported under: its ``name``, else ``<m>x<n>x<k>``."""
     return shape.get("name") or f"{shape['m']}x{shape['n']}x{shape['k']}"
@@ -270,6 +272,32 @@ def check_membw_config(bw: dict) -> None:
     if {"min_kb", "max_mb"} <= bw.keys() and bw["min_kb"] * 1024 >= bw["max_mb"] * 1024 ** 2:
         raise ConfigError(f"membw.min_kb: {bw['min_kb']} KiB is not below membw.max_mb ({bw['max_mb']:g} MiB); "
                           f"allowed: 1 .. {int(bw['max_mb'] * 1024) - 1}")
+
+
+# Keys that choose what is reported about a run, not what it measures: left out of its hash (and of the run_info
+# rule's params), so `--config compare_to=...` on a finished run re-measures nothing.
+REPORT_ONLY_KEYS = ("compare_to",)
+
+
+def run_config(config: dict) -> dict:
+    """``config`` without the report-only keys: what a run measures (config_hash, the run_info rule's params)."""
+    return {k: v for k, v in config.items() if k not in REPORT_ONLY_KEYS}
+
+
+def check_compare_to(config: dict, results: str | Path, run: str) -> Path | None:
+    """``compare_to`` names a finished run under ``results`` other than this one: its folder, or None when unset.
+    ConfigError naming the key (and the runs there are) otherwise: checked before any job starts."""
+    name = config.get("compare_to") or ""
+    if not name:
+        return None
+    if name == run:
+        raise ConfigError(f"compare_to: {name!r} is this run itself; allowed: another run under {results}/")
+    folder = Path(results) / name
+    if not (folder / "run.json").is_file():
+        runs = sorted(p.parent.name for p in Path(results).glob("*/run.json") if p.parent.name != run)
+        raise ConfigError(f"compare_to: {name!r} is not a run under {results}/ (no {folder}/run.json); allowed: "
+                          + (", ".join(runs) if runs else "none yet: run the baseline first"))
+    return folder
 
 
 def check_choice(key: str, value, allowed) -> str:
@@ -354,6 +382,7 @@ def load(path: str | Path, schema: dict | None = None) -> dict:
 
 
 def config_hash(config: dict) -> str:
-    """sha256 of the canonical JSON of the (defaults-filled) config: equal configs, equal hash."""
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    """sha256 of the canonical JSON of the (defaults-filled) config, report-only keys left out: equal
+    measurements, equal hash."""
+    blob = json.dumps(run_config(config), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 def _umask() -> int:
@@ -50,6 +52,29 @@ def atomic_write_csv(path: str | Path, rows: Iterable[dict] | pd.DataFrame, colu
     if columns is not None:
         df = df.reindex(columns=columns)
     atomic_write_text(path, df.to_csv(index=False))
+
+
+def atomic_write_parquet(path: str | Path, df: pd.DataFrame) -> None:
+    """``df`` as a Parquet file (pyarrow, zstd), written to a temporary name and renamed into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            pq.write_table(pa.Table.from_pandas(df, preserve_index=False), fh, compression="zstd")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """A Parquet file as a DataFrame; pyarrow's error (ArrowInvalid, OSError) when it is truncated or not Parquet."""
+    return pq.read_table(path).to_pandas()
 
 
 class Checkpoint:

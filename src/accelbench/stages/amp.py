@@ -53,6 +53,7 @@ import torch.nn.functional as F
 from .. import registry
 from ..backends import AmpPolicy, Backend
 from ..measure import telemetry as tm
+from ..measure import samples as sample_table
 from ..measure.failures import first_line
 from ..run.config import check_amp_config
 from ..run.io import Checkpoint, atomic_write_csv
@@ -431,6 +432,8 @@ def cli(args) -> int:
     atomic_write_csv(st.out_path(args.out_dir, "amp_trials"), pd.DataFrame(trials, columns=TRIALS_COLUMNS))
     atomic_write_csv(st.out_path(args.out_dir, "amp_summary"), summary_df.reindex(columns=SUMMARY_COLUMNS))
     atomic_write_csv(st.out_path(args.out_dir, "telemetry_amp"), st.telemetry_rows(), columns=SERIES_COLUMNS)
+    st.write_samples(args.out_dir, sample_table.from_series_rows(  # every step's time, per trial
+        "amp_trials", steps, index="step", value="step_s", steady=lambda r: not r.get("warmup")))
     for r in summary_df.reindex(columns=SUMMARY_COLUMNS).itertuples():
         print(f"{r.workload}: {r.verdict}" + (f" Note: {r.note}" if isinstance(r.note, str) and r.note else ""))
     return 0

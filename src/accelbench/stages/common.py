@@ -19,6 +19,7 @@ from ..measure.failures import one_line
 from ..measure import telemetry as tm
 from ..measure.stability import DeviceWarmup, warm_device
 from ..run.config import ConfigError
+from ..run.io import atomic_write_parquet
 from ..run.provenance import read_run_info, row_provenance
 
 
@@ -111,6 +112,12 @@ class StageStart:
 
     def out_path(self, out_dir: str, table: str) -> str:
         return f"{out_dir}/{registry.TABLES[table].filename(self.backend.name)}"
+
+    def write_samples(self, out_dir: str, samples) -> str:
+        """Write this stage's raw timing samples (``measure.samples``) to its registry file; return the path."""
+        path = f"{out_dir}/{registry.SAMPLES[self.stage].filename(self.backend.name)}"
+        atomic_write_parquet(path, samples)
+        return path
 
     def checkpoint_path(self, out_dir: str, given: str | None = None) -> str:
         return given or f"{out_dir}/{registry.checkpoint_file(self.stage, self.backend.name)}"

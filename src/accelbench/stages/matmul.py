@@ -59,6 +59,7 @@ from typing import Callable
 from .. import registry
 from ..backends import DTYPES, Backend
 from ..measure import telemetry as tm
+from ..measure import samples as sample_table
 from ..measure.failures import failure_status, one_line
 from ..measure.timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
 from ..run.config import shape_label
@@ -331,6 +332,7 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
                              rel_error_max=row["rel_error_max"], stats=stats,
                              unstable_iqr_ratio=settings.unstable_iqr_ratio, peak_is_bound=peak_is_bound)
     row.update(status=classify(flags), flags=";".join(flags), status_detail="; ".join(why))
+    row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     return row
 
 
@@ -770,6 +772,7 @@ def cli(args) -> int:
         atomic_write_csv(out, [row], columns=COLUMNS)
         atomic_write_csv(st.out_path(args.out_dir, "matmul_soak"), [st.absent_row()], columns=SOAK_COLUMNS)
         atomic_write_csv(st.out_path(args.out_dir, "telemetry_matmul"), st.telemetry_rows(), columns=SERIES_COLUMNS)
+        st.write_samples(args.out_dir, sample_table.empty())
         print(f"matmul: {st.absent_reason}")
         return 0
 
@@ -795,4 +798,5 @@ def cli(args) -> int:
     soak = soak_rows_for(st, rows, mm_cfg, kernels_for=kernels_for, run=run_soak)
     atomic_write_csv(st.out_path(args.out_dir, "matmul_soak"), soak, columns=SOAK_COLUMNS)
     atomic_write_csv(st.out_path(args.out_dir, "telemetry_matmul"), st.telemetry_rows(), columns=SERIES_COLUMNS)
+    st.write_samples(args.out_dir, sample_table.from_block_rows("matmul", rows))
     return 0

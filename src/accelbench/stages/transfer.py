@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import registry
+from ..measure import samples as sample_table
 from ..measure.failures import failure_status, one_line
 from ..measure.timing import Measurer, TimingStats, is_unstable
 from ..run.io import atomic_write_csv
@@ -99,6 +100,7 @@ def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
     row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
                ci95_high_s=stats.ci95_high_s, repeats=stats.repeats, blocks=stats.blocks,
                gbps=gbps(nbytes, stats.median_s))
+    row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     if is_unstable(stats.iqr_s, stats.median_s, unstable_iqr_ratio):
         row.update(status="unstable", status_detail=f"IQR/median {stats.iqr_ratio:.3f} > {unstable_iqr_ratio:g}")
     return row
@@ -128,6 +130,7 @@ def cli(args) -> int:
     out = st.out_path(args.out_dir, "transfer")
     if not st.devices:
         atomic_write_csv(out, [st.absent_row()], columns=COLUMNS)
+        st.write_samples(args.out_dir, sample_table.empty())
         print(f"transfer: {st.absent_reason}")
         return 0
     cfg = st.config["transfer"]
@@ -141,4 +144,5 @@ def cli(args) -> int:
         except Exception as exc:  # the device could not be set up at all: one row says why
             rows.append({**base, "status": "error", "status_detail": one_line(exc)})
     atomic_write_csv(out, rows, columns=COLUMNS)
+    st.write_samples(args.out_dir, sample_table.from_block_rows("transfer", rows))
     return 0

@@ -21,6 +21,7 @@ import math
 from typing import Callable
 
 from .. import registry
+from ..measure import samples as sample_table
 from ..measure.stability import synced_call, warm_up
 from ..run.io import atomic_write_csv
 from .common import add_device_stage_arguments, start
@@ -54,6 +55,7 @@ def cli(args) -> int:
     out = st.out_path(args.out_dir, "warmup")
     if not st.devices:
         atomic_write_csv(out, [{**st.absent_row(), "stable_at_iter": -1}], columns=COLUMNS)
+        st.write_samples(args.out_dir, sample_table.empty())
         print(f"warmup: {st.absent_reason}")
         return 0
     rows = []
@@ -66,4 +68,7 @@ def cli(args) -> int:
               f"stable at call {last['stable_at_iter']} of {len(dev_rows)}")
         rows += [{**base, **r} for r in dev_rows]
     atomic_write_csv(out, rows, columns=COLUMNS)
+    steady = sample_table.warmup_steady(rows, st.config["warmup"]["window"])
+    st.write_samples(args.out_dir, sample_table.from_series_rows("warmup", rows, index="iter", value="iter_s",
+                                                                 steady=steady))
     return 0

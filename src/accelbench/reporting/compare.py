@@ -1,0 +1,680 @@
+"""``accelbench compare BASELINE CANDIDATE``: did it get slower, and why?
+
+Each run is a run folder (holding ``run.json``) or a run id under ``--results``. Every measured point of
+the candidate (matmul, transfer, warm-up, AMP trials) is matched with the baseline's point of the same
+identity: its table, backend, device, device model and ``registry.POINT_IDENTITY`` (dtype, n, TF32 flag;
+direction, memory, size; workload, mode, seed). Points without a partner are listed per side.
+
+Per matched point, from the raw samples (``registry.SAMPLES``): the candidate/baseline time ratio with its
+95% interval (Hodges-Lehmann with the Mann-Whitney interval, ``measure.ratio``, whose doc says why) and a
+verdict: ``slower``/``faster`` when the speed change's interval lies wholly beyond -/+``--min-effect``,
+``same`` when within it, ``inconclusive`` otherwise or when either side is not a trustworthy measurement
+(``unstable``, ``invalid``, ``wrong_result``, not measured). Next to each verdict the provenance that differs
+for that point (method_version, threads, device model, driver, torch/CUDA/HIP, image, commit, the
+stage's config keys), e.g. ``slower -12% [-14, -10]; threads 2->1``; the whole provenance diff (run,
+backend, stage and config level) is its own table. AMP: each run's speedup over FP32 and accuracy
+difference, and how they changed, with paired-by-seed t intervals (``stages.amp_stats``).
+
+Output: a compact table on stdout, regressions first; ``<results>/compare/<baseline>__<candidate>.csv``
+(``registry.COMPARE_COLUMNS``), ``..._amp.csv``, ``..._provenance.csv`` and a figure of the ratios
+(``.png``, ``.svg``). Exit 0 when no point is slower, 1 when any is, 2 on bad input (a missing run, a
+corrupt or truncated CSV or sample file, no matched point): one line naming the run or file, nothing written.
+
+``--against references`` adds (or, with one run, gives only) how the run's best matmul throughput compares
+with the published figures shipped in ``accelbench/data/references.yaml`` (``reporting.references``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import registry
+from ..measure import ratio as R
+from ..measure import samples as sample_table
+from ..run.config import run_config
+from ..run.io import atomic_write_csv, read_parquet
+from ..stages.amp_stats import BASELINE as AMP_BASELINE, paired_diff_ci, speedup_ci
+from . import references as refs
+from .aggregate import Problems, read_checked_csv
+
+# The default noise floor: README "Comparing runs" says how it was chosen from bench/run_to_run_spread.py.
+DEFAULT_MIN_EFFECT = 0.05
+COMPARED_TABLES = ("warmup", "matmul", "transfer", "amp_trials")
+TRUSTED = ("ok",)  # any other status makes the verdict inconclusive (unstable: by the definition)
+# regressions first; matched points that neither run measured (unsupported, skipped_budget) last
+VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "same": 3, "unmeasured": 4}
+# per-point provenance, in the order it is named: (row column, label)
+POINT_FIELDS = (("method_version", "method_version"), ("threads", "threads"), ("device_name", "device"),
+                ("torch_version", "torch"), ("cuda_version", "CUDA"), ("hip_version", "HIP"),
+                ("container_image", "image"), ("git_commit", "accelbench"))
+# config keys that choose which points exist or how they are judged, not how they are timed: not named per point
+NOT_TIMING_KEYS = {"sizes", "dtypes", "seeds", "workloads", "sizes_mb", "point_budget_s", "peak_tflops",
+                   "rel_error_max", "accuracy_tolerance", "unstable_iqr_ratio", "tf32", "fp8"}
+MAX_POINT_NOTES = 4
+MAX_PRINTED = 40
+
+
+class CompareInputError(Exception):
+    """Bad input: str() is one line naming the run or file. Exit 2, nothing written."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading a run (the only I/O besides the outputs)
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    run_id: str
+    path: Path
+    info: dict
+    devices: dict
+    tables: dict = field(default_factory=dict)  # table name -> DataFrame (every backend's file)
+    samples: pd.DataFrame = field(default_factory=sample_table.empty)
+
+    @property
+    def config(self) -> dict:
+        return self.info.get("config") or {}
+
+
+def resolve_run(arg: str, results: Path) -> Path:
+    """A run folder given directly, or ``results/<arg>``; CompareInputError naming both when neither has run.json."""
+    for candidate in (Path(arg), Path(results) / arg):
+        if (candidate / registry.RUN_FILE).is_file():
+            return candidate
+    raise CompareInputError(f"{arg}: no such run (neither {arg}/{registry.RUN_FILE} nor "
+                            f"{Path(results) / arg / registry.RUN_FILE} exists)")
+
+
+def _json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CompareInputError(f"{path}: not a readable JSON file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(obj, dict):
+        raise CompareInputError(f"{path}: expected a JSON object")
+    return obj
+
+
+def load_run(path: Path) -> Run:
+    """Read and check every file a comparison needs; the first problem is raised, naming its file."""
+    path = Path(path)
+    info = _json(path / registry.RUN_FILE)
+    run_id = str(info.get("run") or path.name)
+    devices = _json(path / registry.DEVICES_FILE) if (path / registry.DEVICES_FILE).is_file() else {}
+    backends = (info.get("config") or {}).get("backends") or []
+    run = Run(run_id, path, info, devices)
+    frames: dict[str, list] = {}
+    for name in registry.run_files(backends):
+        file = path / name
+        if not file.is_file():
+            raise CompareInputError(f"{file}: missing (run {run_id} lists backend(s) {', '.join(backends)})")
+        problems = Problems()
+        df, sound = read_checked_csv(file, registry.table_of(name), problems, run_id)
+        if problems.items or df is None:
+            raise CompareInputError(f"{file}: {problems.items[0]['message'] if problems.items else 'unreadable'}")
+        frames.setdefault(registry.table_of(name), []).append(df)
+    run.tables = {t: pd.concat(f, ignore_index=True) for t, f in frames.items()}
+    parts = []
+    for name in registry.sample_files(backends):
+        file = path / name
+        if not file.is_file():
+            raise CompareInputError(f"{file}: missing sample file (a run made before accelbench kept raw samples "
+                                    "cannot be compared with intervals; rerun it)")
+        try:
+            df = read_parquet(file)
+        except Exception as exc:  # pyarrow's ArrowInvalid/OSError for a truncated or foreign file
+            raise CompareInputError(f"{file}: corrupt or truncated sample file ({str(exc).splitlines()[0]})") from None
+        problem = sample_table.check(df)
+        if problem:
+            raise CompareInputError(f"{file}: {problem}")
+        parts.append(df)
+    run.samples = pd.concat(parts, ignore_index=True) if parts else sample_table.empty()
+    _check_sample_counts(run)
+    return run
+
+
+def _check_sample_counts(run: Run) -> None:
+    """A row that says it timed K blocks must have K samples: fewer means the sample file was cut or swapped."""
+    counts = run.samples.groupby(["table", "backend", "device", "point"]).size() if len(run.samples) else {}
+    for table in ("matmul", "transfer"):
+        df = run.tables.get(table)
+        if df is None or "blocks" not in df.columns:
+            continue
+        for _, row in df.iterrows():
+            blocks = pd.to_numeric(pd.Series([row.get("blocks")]), errors="coerce").iloc[0]
+            if not (blocks == blocks and blocks > 0) or not isinstance(row.get("device"), str):
+                continue
+            key = (table, str(row["backend"]), str(row["device"]), sample_table.point_key(table, row))
+            have = int(counts.get(key, 0)) if len(run.samples) else 0
+            if have != int(blocks):
+                file = run.path / registry.SAMPLES[registry.TABLES[table].stage].filename(str(row["backend"]))
+                raise CompareInputError(f"{file}: {have} sample(s) for {table} {row['device']} {key[3]}, whose row "
+                                        f"says {int(blocks)} blocks (truncated or from another run)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Points (pure: DataFrames in, DataFrames out)
+# ---------------------------------------------------------------------------------------------------------
+
+def _str(value) -> str:
+    return sample_table.canonical(value)
+
+
+def run_points(run: Run) -> pd.DataFrame:
+    """One row per measured point of every compared table: identity, status, median, the provenance columns a
+    point can differ in, and its steady samples (an array)."""
+    steady = run.samples[run.samples["steady"]] if len(run.samples) else run.samples
+    grouped = {k: g.sort_values("sample")["sample_s"].to_numpy(float)
+               for k, g in steady.groupby(["table", "backend", "device", "point"])} if len(steady) else {}
+    rows = []
+    for table in COMPARED_TABLES:
+        df = run.tables.get(table)
+        if df is None or df.empty:
+            continue
+        df = df[df["device"].notna() & (df["device"].astype(str) != "")]
+        if table == "warmup":  # one point per device: its warm per-call time
+            df = df.sort_values("iter").groupby(["backend", "device"], sort=False, as_index=False).tail(1)
+            median_col = "warm_s"
+        else:
+            median_col = {"matmul": "median_s", "transfer": "median_s", "amp_trials": "step_median_s"}[table]
+        for _, r in df.iterrows():
+            point = sample_table.point_key(table, r)
+            key = (table, str(r["backend"]), str(r["device"]), point)
+            entry = {"table": table, "backend": str(r["backend"]), "device": str(r["device"]),
+                     "device_name": str(r.get("device_name", "") if r.get("device_name") == r.get("device_name") else ""),
+                     "point": point, "status": str(r.get("status", "")),
+                     "median_s": pd.to_numeric(pd.Series([r.get(median_col)]), errors="coerce").iloc[0],
+                     "samples": grouped.get(key, np.array([]))}
+            for col in sample_table.identity_columns(table):
+                entry[col] = r.get(col)
+            for col, _ in POINT_FIELDS:
+                if col not in entry:
+                    entry[col] = _str(r.get(col)) if col in r.index else ""
+            # rows written before method_version existed mean 0 (registry.ADDED_COLUMNS)
+            entry["method_version"] = entry["method_version"] or str(registry.ADDED_COLUMNS["method_version"])
+            if table == "transfer":
+                entry["threads"] = "1"  # the transfer stage always times with one host thread
+            rows.append(entry)
+    return pd.DataFrame(rows)
+
+
+def match_key(row, any_device_model: bool) -> tuple:
+    ident = [_str(row.get(c)) for c in sample_table.identity_columns(row["table"])]
+    model = () if any_device_model else (_str(row.get("device_name")),)
+    return (row["table"], row["backend"], row["device"], *model, *ident)
+
+
+def match_points(base: pd.DataFrame, cand: pd.DataFrame, any_device_model: bool = False):
+    """(pairs [(baseline row, candidate row)], baseline-only rows, candidate-only rows), in the candidate's order."""
+    b_index = {match_key(r, any_device_model): r for _, r in base.iterrows()} if not base.empty else {}
+    c_index = {match_key(r, any_device_model): r for _, r in cand.iterrows()} if not cand.empty else {}
+    pairs = [(b_index[k], c) for k, c in c_index.items() if k in b_index]
+    only_b = [r for k, r in b_index.items() if k not in c_index]
+    only_c = [r for k, r in c_index.items() if k not in b_index]
+    return pairs, only_b, only_c
+
+
+def point_label(row) -> str:
+    """``matmul cpu float32 n=1024``: stage, device, then the identity values (flags by name when set)."""
+    parts = [registry.TABLES[row["table"]].stage, str(row["device"])]
+    for col in sample_table.identity_columns(row["table"]):
+        value = _str(row.get(col))
+        if value == "true":
+            parts.append(col)
+        elif value in ("false", ""):
+            continue
+        elif isinstance(row.get(col), str) and not value.replace(".", "").isdigit():
+            parts.append(value)
+        else:
+            parts.append(f"{col}={value}")
+    return " ".join(parts)
+
+
+def judge(b, c, min_effect: float) -> dict:
+    """Ratio, interval and verdict of one matched pair (rows of ``run_points``), with the reason when inconclusive."""
+    est = R.hodges_lehmann_ratio(b["samples"], c["samples"]) if len(b["samples"]) and len(c["samples"]) else \
+        R.RatioEstimate(math.nan, math.nan, math.nan, len(b["samples"]), len(c["samples"]))
+    reasons = []
+    if not len(b["samples"]) and not len(c["samples"]):
+        statuses = "/".join(dict.fromkeys(s for s in (b["status"], c["status"]) if s)) or "no status"
+        return {"estimate": est, "verdict": "inconclusive", "reason": f"measured in neither run ({statuses})",
+                "order": VERDICT_ORDER["unmeasured"]}
+    for side, row in (("baseline", b), ("candidate", c)):
+        if row["status"] not in TRUSTED:
+            reasons.append(f"{side} {row['status'] or 'not measured'}")
+        elif not len(row["samples"]):
+            reasons.append(f"{side} has no samples")
+    word = R.verdict(est, min_effect, unstable=bool(reasons))
+    if word == "inconclusive" and not reasons:
+        reasons.append(f"no 95% interval from {est.n_baseline} and {est.n_candidate} samples"
+                       if not est.has_interval else f"interval crosses \u00b1{100 * min_effect:g}%")
+    return {"estimate": est, "verdict": word, "reason": "; ".join(reasons), "order": VERDICT_ORDER[word]}
+
+
+def _config_flat(config: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (config or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_config_flat(v, key + "."))
+        else:
+            out[key] = json.dumps(v, sort_keys=True) if isinstance(v, (list, tuple)) else _str(v)
+    return out
+
+
+def _short(field_name: str, value: str) -> str:
+    if field_name in ("git_commit", "accelbench") and len(value) > 12:
+        return value[:7] + ("+dirty" if value.endswith("+dirty") else "")
+    if field_name in ("container_image", "image") and len(value) > 24:
+        return value.rsplit("/", 1)[-1][:24]
+    return value or "none"
+
+
+def config_diff(base: dict, cand: dict) -> list[tuple[str, str, str]]:
+    """(key, baseline value, candidate value) for every config key that differs (the run id aside)."""
+    a, b = _config_flat(run_config(base)), _config_flat(run_config(cand))
+    return [(k, a.get(k, ""), b.get(k, "")) for k in sorted(set(a) | set(b))
+            if k != "run" and a.get(k, "") != b.get(k, "")]
+
+
+def point_notes(b, c, base_run: Run, cand_run: Run, cfg_diff: list) -> str:
+    """What differs for this point: its provenance columns, its backend's driver, the stage's timing config."""
+    notes = []
+    for col, label in POINT_FIELDS:
+        x, y = _str(b.get(col)), _str(c.get(col))
+        if x != y:
+            notes.append(f"{label} {_short(col, x)}\u2192{_short(col, y)}")
+    drv = [_str(((r.devices.get("backends") or {}).get(b["backend"]) or {}).get("driver_version"))
+           for r in (base_run, cand_run)]
+    if drv[0] != drv[1]:
+        notes.append(f"driver {drv[0] or 'none'}\u2192{drv[1] or 'none'}")
+    section = registry.TABLES[b["table"]].stage
+    for key, x, y in cfg_diff:
+        head, _, leaf = key.partition(".")
+        if head == section and leaf.split(".")[-1] not in NOT_TIMING_KEYS:
+            notes.append(f"{key} {x}\u2192{y}")
+    if len(notes) > MAX_POINT_NOTES:
+        notes = notes[:MAX_POINT_NOTES] + [f"+{len(notes) - MAX_POINT_NOTES} more"]
+    return "; ".join(notes)
+
+
+def provenance_diff(base_run: Run, cand_run: Run, base_pts: pd.DataFrame, cand_pts: pd.DataFrame) -> pd.DataFrame:
+    """Every provenance field that differs: scope (run, a backend, a stage on a backend, config), field, both values."""
+    rows = []
+
+    def add(scope, name, x, y):
+        x, y = _str(x), _str(y)
+        if x != y:
+            rows.append({"scope": scope, "field": name, "baseline": x, "candidate": y})
+
+    bi, ci = base_run.info, cand_run.info
+    bd, cd = base_run.devices, cand_run.devices
+    add("run", "accelbench commit", bi.get("git_commit"), ci.get("git_commit"))
+    add("run", "accelbench version", bi.get("accelbench_version"), ci.get("accelbench_version"))
+    cfg_rows = config_diff(base_run.config, cand_run.config)
+    if cfg_rows:  # the run id is part of the config: its hash alone would differ between any two runs
+        add("run", "config hash", bi.get("config_hash"), ci.get("config_hash"))
+    for key, label in (("host", "host"), ("python_version", "Python"), ("torch_version", "torch"),
+                       ("cuda_version", "CUDA"), ("hip_version", "HIP"), ("container_image", "container image")):
+        add("run", label, bd.get(key), cd.get(key))
+    add("run", "CPU model", (bd.get("cpu") or {}).get("model_name"), (cd.get("cpu") or {}).get("model_name"))
+    for pkg in sorted(set(bd.get("packages") or {}) | set(cd.get("packages") or {})):
+        add("run", f"package {pkg}", (bd.get("packages") or {}).get(pkg), (cd.get("packages") or {}).get(pkg))
+    for var in sorted(set(bd.get("env") or {}) | set(cd.get("env") or {})):
+        add("run", f"env {var}", (bd.get("env") or {}).get(var), (cd.get("env") or {}).get(var))
+    for backend in sorted(set(bd.get("backends") or {}) | set(cd.get("backends") or {})):
+        x, y = (bd.get("backends") or {}).get(backend) or {}, (cd.get("backends") or {}).get(backend) or {}
+        add(backend, "present", x.get("present"), y.get("present"))
+        for key in ("driver_version", "runtime_version"):
+            add(backend, key.replace("_", " "), x.get(key), y.get(key))
+        add(backend, "device models", ", ".join(sorted(str(d.get("name", "")) for d in x.get("devices") or [])),
+            ", ".join(sorted(str(d.get("name", "")) for d in y.get("devices") or [])))
+    for table in COMPARED_TABLES:
+        stage = registry.TABLES[table].stage
+        for backend in sorted(set(base_pts.get("backend", [])) | set(cand_pts.get("backend", []))):
+            for col in ("method_version", "threads", "container_image"):
+                vals = []
+                for pts in (base_pts, cand_pts):
+                    sel = pts[(pts["table"] == table) & (pts["backend"] == backend)] if not pts.empty else pts
+                    vals.append("/".join(sorted({_str(v) for v in sel[col]})) if len(sel) else "")
+                if vals[0] and vals[1]:
+                    add(f"{stage} {backend}", col.replace("_", " ") if col != "method_version" else col, *vals)
+    for key, x, y in cfg_rows:
+        rows.append({"scope": "config", "field": key, "baseline": x, "candidate": y})
+    return pd.DataFrame(rows, columns=["scope", "field", "baseline", "candidate"])
+
+
+def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False) -> pd.DataFrame:
+    """Per (backend, device, workload, AMP mode) in both runs: each run's speedup over FP32 and accuracy difference
+    (from its summary), and the change: candidate/baseline speedup ratio and accuracy-difference change, paired by
+    seed (the same seed is the same initial weights and data in both runs), with t intervals (``amp_stats``)."""
+    cols = ["backend", "device", "device_name", "workload", "mode", "seeds", "baseline_speedup",
+            "baseline_speedup_ci95_low", "baseline_speedup_ci95_high", "candidate_speedup",
+            "candidate_speedup_ci95_low", "candidate_speedup_ci95_high", "speedup_diff", "speedup_ratio",
+            "speedup_ratio_ci95_low",
+            "speedup_ratio_ci95_high", "baseline_acc_diff", "candidate_acc_diff", "acc_diff_change",
+            "acc_diff_change_ci95_low", "acc_diff_change_ci95_high"]
+    bt, ct = base_run.tables.get("amp_trials"), cand_run.tables.get("amp_trials")
+    bs, cs = base_run.tables.get("amp_summary"), cand_run.tables.get("amp_summary")
+    if bt is None or ct is None or bt.empty or ct.empty:
+        return pd.DataFrame(columns=cols)
+
+    def per_seed(trials, backend, device, workload, mode):
+        t = trials[(trials["backend"] == backend) & (trials["device"].astype(str) == device)
+                   & (trials["workload"] == workload) & (trials["status"] == "ok")]
+        base = t[t["mode"] == AMP_BASELINE].set_index("seed")
+        cur = t[t["mode"] == mode].set_index("seed")
+        seeds = sorted(set(base.index) & set(cur.index))
+        return {int(s): (float(base.at[s, "step_median_s"]) / float(cur.at[s, "step_median_s"]),
+                         float(cur.at[s, "test_acc"]) - float(base.at[s, "test_acc"])) for s in seeds}
+
+    def summary_row(summary, device, workload, mode):
+        if summary is None or summary.empty:
+            return {}
+        s = summary[(summary["device"].astype(str) == device) & (summary["workload"] == workload)
+                    & (summary["mode"] == mode)]
+        return s.iloc[0].to_dict() if len(s) else {}
+
+    rows = []
+    keys = ["backend", "device", "device_name", "workload", "mode"]
+    cand_modes = ct[(ct["mode"] != AMP_BASELINE) & ct["device"].notna()][keys].drop_duplicates()
+    for _, k in cand_modes.iterrows():
+        device, workload, mode = str(k["device"]), k["workload"], k["mode"]
+        same = bt[(bt["device"].astype(str) == device) & (bt["workload"] == workload) & (bt["mode"] == mode)
+                  & (bt["backend"] == k["backend"])]
+        if not any_device_model:
+            same = same[same["device_name"] == k["device_name"]]
+        if same.empty:
+            continue
+        b, c = per_seed(bt, k["backend"], device, workload, mode), per_seed(ct, k["backend"], device, workload, mode)
+        seeds = sorted(set(b) & set(c))
+        ratio, r_low, r_high = speedup_ci([c[s][0] for s in seeds], [b[s][0] for s in seeds]) if seeds else (math.nan,) * 3
+        change, a_low, a_high = paired_diff_ci([c[s][1] for s in seeds], [b[s][1] for s in seeds]) if seeds else (math.nan,) * 3
+        sb, sc = summary_row(bs, device, workload, mode), summary_row(cs, device, workload, mode)
+        rows.append({"backend": k["backend"], "device": device, "device_name": k["device_name"], "workload": workload,
+                     "mode": mode, "seeds": len(seeds),
+                     "baseline_speedup": sb.get("speedup", math.nan),
+                     "baseline_speedup_ci95_low": sb.get("speedup_ci95_low", math.nan),
+                     "baseline_speedup_ci95_high": sb.get("speedup_ci95_high", math.nan),
+                     "candidate_speedup": sc.get("speedup", math.nan),
+                     "candidate_speedup_ci95_low": sc.get("speedup_ci95_low", math.nan),
+                     "candidate_speedup_ci95_high": sc.get("speedup_ci95_high", math.nan),
+                     "speedup_diff": sc.get("speedup", math.nan) - sb.get("speedup", math.nan),
+                     "speedup_ratio": ratio, "speedup_ratio_ci95_low": r_low, "speedup_ratio_ci95_high": r_high,
+                     "baseline_acc_diff": sb.get("acc_diff", math.nan), "candidate_acc_diff": sc.get("acc_diff", math.nan),
+                     "acc_diff_change": change, "acc_diff_change_ci95_low": a_low, "acc_diff_change_ci95_high": a_high})
+    return pd.DataFrame(rows, columns=cols)
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    candidate: str
+    min_effect: float
+    points: pd.DataFrame  # registry.COMPARE_COLUMNS + identity columns, regressions first
+    amp: pd.DataFrame
+    provenance: pd.DataFrame
+    labels: dict  # point row index -> label
+
+    @property
+    def counts(self) -> dict:
+        matched = self.points[self.points["match"] == "both"]
+        out = {v: int((matched["verdict"] == v).sum()) for v in registry.COMPARE_VERDICTS}
+        out["baseline_only"] = int((self.points["match"] == "baseline_only").sum())
+        out["candidate_only"] = int((self.points["match"] == "candidate_only").sum())
+        out["matched"] = int(len(matched))
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.counts["slower"] else 0
+
+
+def identity_union() -> list[str]:
+    out = []
+    for table in COMPARED_TABLES:
+        out += [c for c in sample_table.identity_columns(table) if c not in out]
+    return out
+
+
+def compare_runs(base_run: Run, cand_run: Run, min_effect: float = DEFAULT_MIN_EFFECT,
+                 any_device_model: bool = False) -> Comparison:
+    """Match, judge and explain every point (pure apart from the runs already read). CompareInputError when no
+    point matches."""
+    base_pts, cand_pts = run_points(base_run), run_points(cand_run)
+    pairs, only_b, only_c = match_points(base_pts, cand_pts, any_device_model)
+    if not pairs:
+        raise CompareInputError(
+            f"{base_run.path}: no point of run {base_run.run_id} matches one of run {cand_run.run_id} "
+            f"(matched by table, backend, device{'' if any_device_model else ', device model'} and "
+            f"{', '.join(identity_union())}; {len(base_pts)} vs {len(cand_pts)} points)")
+    cfg_diff = config_diff(base_run.config, cand_run.config)
+    ident = identity_union()
+    rows, labels = [], []
+    for b, c in pairs:
+        j = judge(b, c, min_effect)
+        est = j["estimate"]
+        low_pct, high_pct = (100 * v for v in est.speed_change_interval)
+        rows.append({**_common(base_run, cand_run, c, ident), "match": "both",
+                     "baseline_status": b["status"], "candidate_status": c["status"],
+                     "baseline_median_s": b["median_s"], "candidate_median_s": c["median_s"],
+                     "baseline_samples": est.n_baseline, "candidate_samples": est.n_candidate,
+                     "time_ratio": est.ratio, "time_ratio_ci95_low": est.low, "time_ratio_ci95_high": est.high,
+                     "speed_change_pct": 100 * est.speed_change, "speed_change_ci95_low_pct": low_pct,
+                     "speed_change_ci95_high_pct": high_pct, "min_effect_pct": 100 * min_effect,
+                     "verdict": j["verdict"], "reason": j["reason"],
+                     "provenance_diff": point_notes(b, c, base_run, cand_run, cfg_diff), "method": R.METHOD,
+                     "_label": point_label(c), "_order": j["order"]})
+    for side, unmatched, run_row_of in (("baseline_only", only_b, "baseline"), ("candidate_only", only_c, "candidate")):
+        for r in unmatched:
+            rows.append({**_common(base_run, cand_run, r, ident), "match": side,
+                         f"{run_row_of}_status": r["status"], f"{run_row_of}_median_s": r["median_s"],
+                         f"{run_row_of}_samples": len(r["samples"]), "min_effect_pct": 100 * min_effect,
+                         "verdict": "", "reason": f"only in the {run_row_of}", "method": R.METHOD,
+                         "_label": point_label(r), "_order": 9})
+    df = pd.DataFrame(rows)
+    df = df.sort_values(["_order", "speed_change_pct"], kind="stable", na_position="last").reset_index(drop=True)
+    df["label"] = df.pop("_label")
+    labels = dict(enumerate(df["label"]))
+    df = df.drop(columns="_order").reindex(columns=[*registry.COMPARE_COLUMNS, *ident])
+    for col in ident:  # whole numbers (n, size_bytes, seed) stay whole next to the other tables' empty cells
+        values = pd.to_numeric(df[col], errors="coerce")
+        if df[col].notna().any() and values.notna().sum() == df[col].notna().sum() and \
+                (values.dropna() % 1 == 0).all():
+            df[col] = values.astype("Int64")
+    return Comparison(base_run.run_id, cand_run.run_id, min_effect, df,
+                      amp_comparison(base_run, cand_run, any_device_model),
+                      provenance_diff(base_run, cand_run, base_pts, cand_pts), labels)
+
+
+def _common(base_run: Run, cand_run: Run, row, ident: list[str]) -> dict:
+    out = {"baseline_run": base_run.run_id, "candidate_run": cand_run.run_id, "table": row["table"],
+           "backend": row["backend"], "device": row["device"], "device_name": row["device_name"], "point": row["point"]}
+    for col in ident:
+        out[col] = row.get(col) if col in sample_table.identity_columns(row["table"]) else None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Words
+# ---------------------------------------------------------------------------------------------------------
+
+def verdict_text(row) -> str:
+    """``slower −12% [−14, −10]; threads 2→1`` for a matched point (a CSV row of the points table)."""
+    est = R.RatioEstimate(row["time_ratio"], row["time_ratio_ci95_low"], row["time_ratio_ci95_high"],
+                          int(row["baseline_samples"] or 0), int(row["candidate_samples"] or 0))
+    text = R.describe(est, row["verdict"])
+    extra = [p for p in (row.get("provenance_diff"), row.get("reason") if row["verdict"] == "inconclusive" else "")
+             if isinstance(p, str) and p]
+    return "; ".join([text, *extra])
+
+
+def headline(cmp: Comparison) -> str:
+    """One sentence: how many matched points are slower, the same, faster, inconclusive; the worst regression and
+    why; what is unmatched."""
+    n = cmp.counts
+    pts = cmp.points
+    parts = [f"{n['slower']} of {n['matched']} matched point{'s' if n['matched'] != 1 else ''} "
+             f"{'is' if n['slower'] == 1 else 'are'} slower"]
+    slower = pts[pts["verdict"] == "slower"]
+    if len(slower):
+        worst = slower.index[0]
+        parts[-1] += f" (worst: {cmp.labels[worst]}, {verdict_text(pts.loc[worst])})"
+    parts.append(f"{n['same']} the same, {n['faster']} faster, {n['inconclusive']} inconclusive")
+    if n["faster"]:
+        best = pts[pts["verdict"] == "faster"].sort_values("speed_change_pct", ascending=False).index[0]
+        parts[-1] += f" (best: {cmp.labels[best]}, {verdict_text(pts.loc[best])})"
+    if n["baseline_only"] or n["candidate_only"]:
+        parts.append(f"{n['baseline_only']} point(s) only in {cmp.baseline}, {n['candidate_only']} only in "
+                     f"{cmp.candidate}")
+    return (f"{cmp.candidate} against {cmp.baseline}: " + "; ".join(parts)
+            + f" (min effect \u00b1{100 * cmp.min_effect:g}%).")
+
+
+def format_table(cmp: Comparison, limit: int = MAX_PRINTED) -> str:
+    """The compact table printed by the CLI: matched points, regressions first, then the unmatched ones."""
+    pts = cmp.points
+    lines = [f"accelbench compare: {cmp.baseline} (baseline) \u2192 {cmp.candidate} (candidate); "
+             f"ratio of times, Hodges-Lehmann with 95% Mann-Whitney interval; min effect \u00b1{100 * cmp.min_effect:g}%"]
+    matched = pts[pts["match"] == "both"]
+    neither = matched["reason"].fillna("").str.startswith("measured in neither run")
+    matched, unmeasured = matched[~neither], matched[neither]
+    width = max([len(cmp.labels[i]) for i in matched.index] + [10])
+    for shown, (i, row) in enumerate(matched.iterrows()):
+        if shown == limit:
+            lines.append(f"  ... {len(matched) - limit} more point(s) in the CSV")
+            break
+        lines.append(f"  {row['verdict']:<12} {cmp.labels[i]:<{width}}  {verdict_text(row).split(' ', 1)[-1]}")
+    if len(unmeasured):
+        lines.append(f"  inconclusive: {len(unmeasured)} matched point(s) measured in neither run "
+                     f"({', '.join(sorted(set(unmeasured['candidate_status'].astype(str))))})")
+    for side, name in (("baseline_only", cmp.baseline), ("candidate_only", cmp.candidate)):
+        only = pts[pts["match"] == side]
+        if len(only):
+            listed = ", ".join(cmp.labels[i] for i in only.index[:12]) + (" ..." if len(only) > 12 else "")
+            lines.append(f"  only in {name} ({len(only)}): {listed}")
+    if len(cmp.provenance):
+        lines.append("provenance that differs: " + "; ".join(
+            f"{r.field} ({r.scope}) {_short(r.field, r.baseline)}\u2192{_short(r.field, r.candidate)}"
+            for r in cmp.provenance.itertuples()))
+    for r in cmp.amp.itertuples():
+        lines.append(f"AMP {r.device} {r.workload} {r.mode}: speedup {_num(r.baseline_speedup)}\u00d7 \u2192 "
+                     f"{_num(r.candidate_speedup)}\u00d7 (ratio {_num(r.speedup_ratio)} "
+                     f"[{_num(r.speedup_ratio_ci95_low)}, {_num(r.speedup_ratio_ci95_high)}]); accuracy difference "
+                     f"{_num(r.baseline_acc_diff, '+.3f')} \u2192 {_num(r.candidate_acc_diff, '+.3f')} (change "
+                     f"{_num(r.acc_diff_change, '+.3f')} [{_num(r.acc_diff_change_ci95_low, '+.3f')}, "
+                     f"{_num(r.acc_diff_change_ci95_high, '+.3f')}], {r.seeds} seed pair(s))")
+    lines.append(headline(cmp))
+    return "\n".join(lines)
+
+
+def _num(x, fmt: str = ".3g") -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return "\u2014"
+    return "\u2014" if math.isnan(x) else format(x, fmt)
+
+
+def read_comparison(points_path: str | Path) -> Comparison:
+    """A comparison written by ``write`` (the points CSV and the AMP and provenance CSVs beside it)."""
+    points_path = Path(points_path)
+    points = pd.read_csv(points_path)
+    stem = points_path.with_suffix("")
+    amp_path, prov_path = Path(f"{stem}_amp.csv"), Path(f"{stem}_provenance.csv")
+    amp = pd.read_csv(amp_path) if amp_path.is_file() and amp_path.stat().st_size else pd.DataFrame()
+    prov = pd.read_csv(prov_path, dtype=str, keep_default_na=False) if prov_path.is_file() and \
+        prov_path.stat().st_size else pd.DataFrame(columns=["scope", "field", "baseline", "candidate"])
+    first = points.iloc[0] if len(points) else {}
+    min_effect = float(first.get("min_effect_pct", 100 * DEFAULT_MIN_EFFECT)) / 100 if len(points) else DEFAULT_MIN_EFFECT
+    return Comparison(str(first.get("baseline_run", "")), str(first.get("candidate_run", "")), min_effect, points,
+                      amp, prov, dict(enumerate(points["label"].astype(str))) if len(points) else {})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writing and the CLI
+# ---------------------------------------------------------------------------------------------------------
+
+def write(cmp: Comparison, out_dir: Path, plot: bool = True) -> dict[str, Path]:
+    """The points, AMP and provenance CSVs, and the figure, under ``out_dir`` (results/compare)."""
+    names = registry.compare_files(cmp.baseline, cmp.candidate)
+    paths = {k: Path(out_dir) / Path(v).name for k, v in names.items()}
+    atomic_write_csv(paths["points"], cmp.points)
+    atomic_write_csv(paths["amp"], cmp.amp)
+    atomic_write_csv(paths["provenance"], cmp.provenance)
+    if plot:
+        from . import plots  # noqa: PLC0415 (matplotlib only when a figure is drawn: --no-plot skips its import)
+
+        plots.write_comparison_figure(cmp.points, cmp.baseline, cmp.candidate, cmp.min_effect,
+                                      paths["png"], paths["svg"])
+    return paths
+
+
+def add_arguments(p) -> None:
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="BASELINE CANDIDATE: run folders or run ids under --results (one RUN with --against references)")
+    p.add_argument("--results", default=registry.RESULTS, help="where run ids are looked up (default: results)")
+    p.add_argument("--out-dir", default=None, help="where the CSVs and the figure go (default: RESULTS/compare)")
+    p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT,
+                   help=f"speed changes within this fraction count as the same (default {DEFAULT_MIN_EFFECT}: "
+                        "README 'Comparing runs' says how it was chosen)")
+    p.add_argument("--any-device-model", action="store_true",
+                   help="match points by device index even when the device models differ (compare two partitions); "
+                        "the model change is then named next to each verdict")
+    p.add_argument("--against", choices=["references"], default=None,
+                   help="also compare the candidate's best matmul throughput with published figures")
+    p.add_argument("--no-plot", action="store_true", help="write the CSVs only")
+    p.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 even when a point is slower (the workflow's compare step: the report shows it)")
+
+
+def _reference_report(run: Run) -> list[str]:
+    matmul = run.tables.get("matmul", pd.DataFrame())
+    env = (run.devices.get("env") or {})
+    lines = refs.reference_lines(matmul, torch_version=str(run.devices.get("torch_version") or ""), env=env)
+    if not lines:
+        return [f"references: no published figure for a device and dtype of run {run.run_id} "
+                f"({', '.join(sorted(set(matmul.get('device_name', pd.Series(dtype=str)).dropna().astype(str)))) or 'no matmul'})"]
+    return [f"references: {line['text']}" for line in lines]
+
+
+def cli(args) -> int:
+    try:
+        return _cli(args)
+    except CompareInputError as exc:
+        print(f"accelbench compare: {exc}", file=sys.stderr)
+        return 2
+
+
+def _cli(args) -> int:
+    results = Path(args.results)
+    if len(args.runs) > 2:
+        raise CompareInputError(f"RUN: {len(args.runs)} runs given; allowed: BASELINE CANDIDATE, or one RUN with "
+                                "--against references")
+    if not (args.min_effect >= 0 and math.isfinite(args.min_effect)) or args.min_effect >= 1:
+        raise CompareInputError(f"--min-effect: {args.min_effect!r} is out of range; allowed: 0 <= x < 1 "
+                                "(a fraction: 0.05 is 5%)")
+    if len(args.runs) == 1:
+        if args.against != "references":
+            raise CompareInputError("RUN: one run given; allowed: BASELINE CANDIDATE, or one RUN with "
+                                    "--against references")
+        run = load_run(resolve_run(args.runs[0], results))
+        print("\n".join(_reference_report(run)))
+        return 0
+    base_path, cand_path = (resolve_run(a, results) for a in args.runs)
+    base_run, cand_run = load_run(base_path), load_run(cand_path)
+    cmp = compare_runs(base_run, cand_run, args.min_effect, args.any_device_model)
+    print(format_table(cmp))
+    if args.against == "references":
+        print("\n".join(_reference_report(cand_run)))
+    out_dir = Path(args.out_dir) if args.out_dir else results / registry.COMPARE_DIR
+    paths = write(cmp, out_dir, plot=not args.no_plot)
+    print(f"accelbench compare: wrote {paths['points']}", file=sys.stderr)
+    return 0 if args.exit_zero else cmp.exit_code

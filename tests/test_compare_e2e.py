@@ -1,0 +1,142 @@
+"""``accelbench compare`` on real runs: the whole pipeline (snakemake, tiny CPU config) run with ``cpu_threads``
+2, then 1 with ``--config compare_to=<the 2-thread run>`` (the compare step and the report's section), then the
+1-thread config once more; ``accelbench compare`` must call the 1-thread float32 points at n >= 512 slower, name the
+threads, exit 1, and find nothing slower between the two 1-thread runs.
+
+Why this is not flaky. On an idle 2-core machine two MKL threads multiply float32 512x512 and 1024x1024 matrices
+about 2x as fast as one (measured here: 320-336 against 160-170 GFLOP/s), a speed change of -50% against the
+--min-effect of 20% used for that claim; between two runs of the same 1-thread config the drift is a few percent
+against the 50% used for the second claim (slower would need twice the time). These floors are far wider than the
+default, because this machine is shared: other jobs (CI's other tests, other sessions) can take a core for a
+minute, and then a 2-thread run slows down by 2x or more (its two threads wait for each other) and a 1-thread run
+by up to 1.5x. No statistic can tell that from a real change between the runs. So before each pair of runs the
+test waits (up to 10 minutes in all) until two threads are really 1.6x as fast as one here, and each claim is measured on
+up to three fresh pairs of runs and must hold for one of them: a broken comparison fails all three; a correct one
+fails only if all three pairs were disturbed. ``matmul.unstable_iqr_ratio`` is raised for the same reason (a
+disturbed point is flagged unstable, which makes its verdict inconclusive by definition: correct, but not what is
+tested)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workflow_runner import BIN, run_snakemake, snakemake_env
+
+pytestmark = pytest.mark.slow
+
+ATTEMPTS = 3
+CONFIG = {
+    "backends": ["cpu"],
+    "seed": 0,
+    "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+    "matmul": {"sizes": [512, 1024], "dtypes": ["float32"], "min_run_time_s": 0.2, "point_budget_s": 30.0,
+               "unstable_iqr_ratio": 0.5, "tf32": False, "fp8": False},
+    "amp": {"workloads": ["mlp"], "seeds": [0, 1], "steps": 12, "warmup_steps": 2, "batch_size": 32,
+            "data": {"n_train": 256, "n_test": 128, "n_features": 16, "n_classes": 4},
+            "mlp": {"hidden": 32, "layers": 2}},
+}
+
+
+QUIET_RATIO = 1.6  # two threads at least this much faster than one: nobody else is using the second core
+QUIET_WAIT_S = 600
+
+
+def two_cores_free() -> float:
+    """float32 1024x1024 product speed with two threads over one, measured now (about a second)."""
+    import torch
+    from torch.utils.benchmark import Timer
+
+    a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
+    speed = {}
+    for threads in (1, 2):
+        t = Timer("torch.mm(a, b, out=c)", globals={"torch": torch, "a": a, "b": b, "c": c}, num_threads=threads)
+        speed[threads] = 1.0 / t.blocked_autorange(min_run_time=0.3).median
+    return speed[2] / speed[1]
+
+
+_DEADLINE: list[float] = []
+
+
+def wait_until_quiet(log: list) -> None:
+    """Wait until the machine's second core is free, at most QUIET_WAIT_S for the whole module; record what was
+    seen either way (a failure message then shows whether the machine was ever quiet)."""
+    if not _DEADLINE:
+        _DEADLINE.append(time.monotonic() + QUIET_WAIT_S)
+    while True:
+        ratio = two_cores_free()
+        if ratio >= QUIET_RATIO or time.monotonic() > _DEADLINE[0]:
+            log.append(f"2-thread/1-thread speed {ratio:.2f} before the runs")
+            return
+        time.sleep(20)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("compare-e2e")
+
+
+def pipeline(work: Path, run: str, threads: int, compare_to: str = "") -> None:
+    config = {**CONFIG, "run": run, "cpu_threads": threads}
+    extra = ("--config", f"compare_to={compare_to}") if compare_to else ()
+    proc = run_snakemake(work, "--cores", "2", *extra, config=config, config_name=f"{run}.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def compare(work: Path, baseline: str, candidate: str, min_effect: float) -> tuple[int, pd.DataFrame, str]:
+    out_dir = work / "cli" / f"{baseline}__{candidate}"
+    proc = subprocess.run([str(BIN / "accelbench"), "compare", baseline, candidate, "--min-effect", str(min_effect),
+                           "--out-dir", str(out_dir), "--no-plot"], cwd=work, capture_output=True, text=True,
+                          timeout=300, env=snakemake_env())
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, pd.read_csv(out_dir / f"{baseline}__{candidate}.csv"), proc.stdout
+
+
+def test_compare_step_in_the_workflow_and_the_verdicts_of_real_runs(work):
+    seen = []
+    for attempt in range(ATTEMPTS):
+        two, one = f"two-{attempt}", f"one-{attempt}"
+        wait_until_quiet(seen)
+        pipeline(work, two, threads=2)
+        pipeline(work, one, threads=1, compare_to=two)
+        if attempt == 0:  # the workflow's compare step and the report's section (not a timing claim)
+            written = work / "results" / "compare" / f"{two}__{one}.csv"
+            assert written.stat().st_size > 0 and (work / "results" / "compare" / f"{two}__{one}.png").exists()
+            html = (work / "results" / "report.html").read_text()
+            assert f"<h2>Compared with {two}</h2>" in html
+            assert html.index('id="summary"') < html.index('id="compare"') < html.index('id="environment"')
+            assert f"{one} against {two}:" in html and "threads 2\u21921" in html
+            assert 'alt="comparison: ' in html
+        rc, df, out = compare(work, two, one, min_effect=0.2)
+        fp32 = df[(df["table"] == "matmul") & (df["dtype"] == "float32") & (df["n"] >= 512) & (df["match"] == "both")]
+        seen.append(fp32[["n", "verdict", "speed_change_pct", "provenance_diff"]].to_dict("records"))
+        if rc == 1 and len(fp32) == 2 and (fp32["verdict"] == "slower").all():
+            break
+    assert rc == 1, seen
+    assert sorted(fp32["n"]) == [512, 1024] and (fp32["verdict"] == "slower").all(), seen
+    assert (fp32["speed_change_ci95_high_pct"] < -20).all()
+    assert fp32["provenance_diff"].str.contains("threads 2\u21921").all()
+    assert "threads 2\u21921" in out and out.splitlines()[1].split()[0] == "slower"
+    prov = pd.read_csv(work / "cli" / f"{two}__{one}" / f"{two}__{one}_provenance.csv")
+    assert {"threads", "cpu_threads"} <= set(prov["field"])
+
+
+def test_the_same_config_twice_is_never_slower(work):
+    seen = []
+    for attempt in range(ATTEMPTS):
+        first, second = f"same-a-{attempt}", f"same-b-{attempt}"
+        wait_until_quiet(seen)
+        pipeline(work, first, threads=1)
+        pipeline(work, second, threads=1, compare_to=first)
+        rc, df, out = compare(work, first, second, min_effect=0.5)
+        seen.append(df.loc[df["match"] == "both", ["label", "verdict", "speed_change_pct"]].to_dict("records"))
+        if rc == 0:
+            break
+    assert rc == 0 and not (df["verdict"] == "slower").any(), seen
+    matched = df[df["match"] == "both"]
+    assert len(matched) >= 7  # warm-up, 2 matmul points, 4 AMP trials
+    assert matched["provenance_diff"].astype("string").fillna("").eq("").all()  # nothing but the run id differs
