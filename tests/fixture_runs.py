@@ -777,7 +777,7 @@ def write_slower_cpu_run(results: Path, run_id: str = "laptop-cpu-1t", slowdown:
         df["config_hash"] = info["config_hash"]
         if "threads" in df.columns:
             df["threads"] = 1
-        if name.startswith("matmul_"):
+        if registry.table_of(name) == "matmul":
             slow = (df["dtype"] == "float32") & (df["n"] >= from_n) & df["median_s"].notna()
             for col in ("median_s", "iqr_s", "ci95_low_s", "ci95_high_s"):
                 df.loc[slow, col] = df.loc[slow, col] * slowdown

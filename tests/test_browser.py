@@ -93,9 +93,14 @@ def test_report_in_chromium(browser, fixtures, name):
     assert browser.execute_script("return document.readyState") == "complete"
     images = browser.execute_script(
         "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
-    # every registry figure; the compared case adds the comparison's figure first
-    assert len(images) == len(registry.FIGURES) + (name == "compared")
-    assert (images[0][0] == "comparison") == (name == "compared")
+    names = [alt for alt, _, _ in images]
+    assert len(names) == len(set(names)) and set(names) <= set(registry.FIGURES) | {"comparison"}, names
+    if name == "compared":  # CPU runs only, scaling off: no transfer or scaling figures; the comparison's first
+        assert names[0] == "comparison"
+        assert set(registry.FIGURES) - set(names) == {"transfer", "scaling_efficiency", "collective_busbw",
+                                                      "peer_copy"}, names
+    else:  # every registry figure
+        assert "comparison" not in names and len(names) == len(registry.FIGURES), names
     broken = [alt for alt, complete, width in images if not complete or width <= 0]
     assert not broken, f"figures not decoded: {broken}"
     # the roofline and the bandwidth figure render (decoded, not a placeholder-sized image) where they belong

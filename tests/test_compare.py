@@ -70,8 +70,8 @@ def test_identical_runs_are_the_same_and_exit_0(results, capsys):
 def test_unmatched_points_are_listed_per_side(results, capsys):
     cand = results / "laptop-cpu-1t"
     mm = pd.read_csv(cand / "matmul_cpu.csv")
-    mm = mm[mm["n"] != 256]  # the candidate lacks n=256 ...
-    extra = mm[mm["n"] == 512].assign(n=4096)  # ... and has n=4096
+    mm = mm[(mm["n"] != 256) | mm["shape_name"].notna()]  # the candidate lacks n=256 ...
+    extra = mm[(mm["n"] == 512) & mm["shape_name"].isna()].assign(m=4096, n=4096, k=4096)  # ... and has n=4096
     mm = pd.concat([mm, extra])
     (cand / "matmul_cpu.csv").write_text(mm.to_csv(index=False))
     info = json.loads((cand / "run.json").read_text())

@@ -227,6 +227,7 @@ POINT_IDENTITY: dict[str, tuple[str, ...]] = {
     "warmup": ("device_name", "n"),
     "matmul": ("device_name", "dtype", "shape_name", "m", "n", "k", "allow_tf32"),
     "transfer": ("device_name", "direction", "memory", "size_bytes"),
+    "membw": ("device_name", "kernel", "size_bytes"),
     "amp_trials": ("device_name", "workload", "mode", "seed"),
 }
 
@@ -259,6 +260,7 @@ SAMPLES: dict[str, SampleFile] = {f.stage: f for f in (
     SampleFile("warmup", "warmup", "warmup_{backend}_samples.parquet"),
     SampleFile("matmul", "matmul", "matmul_{backend}_samples.parquet"),
     SampleFile("transfer", "transfer", "transfer_{backend}_samples.parquet"),
+    SampleFile("membw", "membw", "membw_{backend}_samples.parquet"),
     SampleFile("amp", "amp_trials", "amp_{backend}_samples.parquet"),
 )}
 

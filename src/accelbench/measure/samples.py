@@ -64,19 +64,24 @@ def identity_columns(table: str) -> tuple[str, ...]:
     return tuple(c for c in registry.POINT_IDENTITY[table] if c != "device_name")
 
 
-def point_key(table: str, row) -> str:
-    """``dtype=float32|n=512|allow_tf32=false``: which point of ``table`` a row (dict or Series) is. A square
-    matmul point leaves out ``shape_name``, ``m`` and ``k`` (``registry.SQUARE_IDENTITY``), so its key is the
-    same in runs from before shapes existed; a named shape's key has them all."""
-    parts = []
+def identity_items(table: str, row) -> list[tuple[str, str]]:
+    """(column, canonical value) of a row's identity. A square matmul point leaves out ``shape_name``, ``m`` and
+    ``k`` (``registry.SQUARE_IDENTITY``), so it is named as in runs from before shapes existed; a named shape has
+    them all."""
+    items = []
     for c in identity_columns(table):
         value = canonical(row.get(c))
         if c in registry.SQUARE_IDENTITY:
             same_as = registry.SQUARE_IDENTITY[c]
             if value == "" or (same_as and value == canonical(row.get(same_as))):
                 continue
-        parts.append(f"{c}={value}")
-    return "|".join(parts)
+        items.append((c, value))
+    return items
+
+
+def point_key(table: str, row) -> str:
+    """``dtype=float32|n=512|allow_tf32=false``: which point of ``table`` a row (dict or Series) is."""
+    return "|".join(f"{c}={v}" for c, v in identity_items(table, row))
 
 
 def _frame(records: list[dict]) -> pd.DataFrame:

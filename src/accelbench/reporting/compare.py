@@ -206,9 +206,8 @@ def run_points(run: Run) -> pd.DataFrame:
 
 
 def match_key(row, any_device_model: bool) -> tuple:
-    ident = [_str(row.get(c)) for c in sample_table.identity_columns(row["table"])]
     model = () if any_device_model else (_str(row.get("device_name")),)
-    return (row["table"], row["backend"], row["device"], *model, *ident)
+    return (row["table"], row["backend"], row["device"], *model, sample_table.point_key(row["table"], row))
 
 
 def match_points(base: pd.DataFrame, cand: pd.DataFrame, any_device_model: bool = False):
@@ -224,8 +223,7 @@ def match_points(base: pd.DataFrame, cand: pd.DataFrame, any_device_model: bool 
 def point_label(row) -> str:
     """``matmul cpu float32 n=1024``: stage, device, then the identity values (flags by name when set)."""
     parts = [registry.TABLES[row["table"]].stage, str(row["device"])]
-    for col in sample_table.identity_columns(row["table"]):
-        value = _str(row.get(col))
+    for col, value in sample_table.identity_items(row["table"], row):
         if value == "true":
             parts.append(col)
         elif value in ("false", ""):

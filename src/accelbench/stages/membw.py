@@ -35,6 +35,7 @@ import math
 from typing import Callable
 
 from .. import registry
+from ..measure import samples as sample_table
 from ..measure.failures import failure_status, one_line
 from ..measure.timing import Measurer, TimingStats, is_unstable
 from ..run.io import atomic_write_csv
@@ -89,6 +90,7 @@ def bandwidth_row(kernel: str, size_bytes: int, stats: TimingStats, unstable_iqr
            "status": "ok", "status_detail": ""}
     if is_unstable(stats.iqr_s, stats.median_s, unstable_iqr_ratio):
         row.update(status="unstable", status_detail=f"IQR/median {stats.iqr_ratio:.3f} > {unstable_iqr_ratio:g}")
+    row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     return row
 
 
@@ -200,6 +202,7 @@ def cli(args) -> int:
     out = st.out_path(args.out_dir, "membw")
     if not st.devices:
         atomic_write_csv(out, [st.absent_row()], columns=COLUMNS)
+        st.write_samples(args.out_dir, sample_table.empty())
         print(f"membw: {st.absent_reason}")
         return 0
     cfg = st.config["membw"]
@@ -219,4 +222,5 @@ def cli(args) -> int:
             rows.append({**base, "kernel": LAUNCH, "status": failure_status(exc, st.backend),
                          "status_detail": one_line(exc)})
     atomic_write_csv(out, rows, columns=COLUMNS)
+    st.write_samples(args.out_dir, sample_table.from_block_rows("membw", rows))
     return 0
