@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from accelbench.run import config as cfg
@@ -131,6 +131,8 @@ def satisfy_cross_keys(config: dict) -> dict:
         batch = min(amp["batch_size"], amp["data"]["n_train"])
         most = max(1, amp["data"]["n_train"] // batch)
         config.setdefault("scaling", {})["world_sizes"] = sorted({1} | {w for w in worlds if w <= most})
+    if config.get("compare_to") and config["compare_to"] == expected_run_id(config):
+        del config["compare_to"]  # a run compared with itself is refused (tested with the invalid ones)
     return config
 
 
@@ -292,8 +294,14 @@ def expected_run_id(config: dict) -> str:
 @pytest.mark.slow
 @settings(max_examples=10, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS)
 @given(config=VALID)
+@example(config={"run": "candidate", "compare_to": "baseline"})  # the compare step, whatever the draws
 def test_valid_config_gives_dag(tmp_path_factory, config):
     work = tmp_path_factory.mktemp("valid")
+    baseline = config.get("compare_to") or ""
+    if baseline:
+        # compare_to must name a finished run (checked before any job): plant one, the only thing under results/
+        (work / "results" / baseline).mkdir(parents=True)
+        (work / "results" / baseline / "run.json").write_text("{}")
     proc = snakemake(work, config, "--dry-run")
     if config.get("container", {}).get("runtime") == "apptainer":
         # valid, but only under `snakemake --sdm apptainer` (which needs the apptainer binary to build a
@@ -311,10 +319,12 @@ def test_valid_config_gives_dag(tmp_path_factory, config):
         assert counts.get(rule) == len(backends), (rule, counts)
     assert counts.get("transfer", 0) == len(accel), counts
     assert counts.get("report") == 1, counts
+    assert counts.get("compare", 0) == (1 if baseline else 0), counts
     run = expected_run_id(config)
     for b in backends:
         assert f"results/{run}/matmul_{b}.csv" in proc.stdout, (run, b)
-    assert not (work / "results").exists()
+    written = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*")) if (work / "results").exists() else []
+    assert written == ([f"results/{baseline}", f"results/{baseline}/run.json"] if baseline else []), written
 
 
 @pytest.mark.slow
