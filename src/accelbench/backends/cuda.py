@@ -201,6 +201,11 @@ class CudaLikeBackend(Backend):
     def visible_devices_variable(self) -> str:
         return "CUDA_VISIBLE_DEVICES"
 
+    def visible_devices_note(self) -> str:
+        """' (visible-devices variable set to '…')' when the variable hides GPUs, for an absence reason; else ''."""
+        visible = self.visible_devices()
+        return f" (visible-devices variable set to {visible!r})" if visible is not None else ""
+
     # ---- several GPUs: NCCL (RCCL) ranks, nn.DataParallel, peer copies
     def bind_rank(self, device: str) -> None:
         """``torch.cuda.set_device``: NCCL and DDP use the current device of each rank."""
@@ -264,8 +269,7 @@ class CudaBackend(CudaLikeBackend):
             return f"this is a ROCm build of torch (torch.version.hip={hip_v}): its GPUs are listed under 'rocm'"
         if cuda_v is None:
             return "this torch build has no CUDA support (torch.version.cuda is None: a CPU-only wheel)"
-        visible = self.visible_devices()
-        env_note = f" (visible-devices variable set to {visible!r})" if visible is not None else ""
+        env_note = self.visible_devices_note()
         return (f"torch is built with CUDA {cuda_v} but sees no device: no NVIDIA GPU or driver visible"
                 f"{env_note} ({exc})")
 
@@ -326,8 +330,7 @@ class RocmBackend(CudaLikeBackend):
             if cuda_v is not None:
                 return f"this is a CUDA build of torch (torch.version.cuda={cuda_v}), not a ROCm one"
             return "this torch build has no ROCm support (torch.version.hip is None)"
-        visible = self.visible_devices()
-        env_note = f" (visible-devices variable set to {visible!r})" if visible is not None else ""
+        env_note = self.visible_devices_note()
         return (f"torch is built with HIP {hip_v} but sees no device: no AMD GPU or amdgpu driver visible"
                 f"{env_note} ({exc})")
 

@@ -9,6 +9,7 @@ and measures only what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -26,14 +27,17 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+@contextlib.contextmanager
+def _atomic_file(path: str | Path, mode: str):
+    """A file open for writing under a temporary name beside ``path``, renamed onto ``path`` once the block
+    has written and synced it: a reader sees the old file or the whole new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, mode) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -41,6 +45,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    with _atomic_file(path, "w") as fh:
+        fh.write(text)
 
 
 def atomic_write_json(path: str | Path, obj) -> None:
@@ -56,20 +65,8 @@ def atomic_write_csv(path: str | Path, rows: Iterable[dict] | pd.DataFrame, colu
 
 def atomic_write_parquet(path: str | Path, df: pd.DataFrame) -> None:
     """``df`` as a Parquet file (pyarrow, zstd), written to a temporary name and renamed into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            pq.write_table(pa.Table.from_pandas(df, preserve_index=False), fh, compression="zstd")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _atomic_file(path, "wb") as fh:
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), fh, compression="zstd")
 
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
