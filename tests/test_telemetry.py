@@ -10,6 +10,7 @@ asked), and that the thread is gone after the window.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -416,6 +417,26 @@ def test_sampler_reads_on_a_thread_only_inside_windows():
     rows = t.series("amp")
     assert len(rows) == len(w.readings) + len(short.readings)  # every reading, once
     assert rows[0]["t_s"] == 0 and all(r["stage"] == "amp" and r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"),
+                    reason="per-thread nice values are a Linux feature")
+def test_sampler_thread_yields_to_the_measurement():
+    """The sampling thread runs at nice 19 (Linux: per thread), the measuring thread keeps its own priority."""
+    seen = {}
+
+    class PriorityReader(CountingReader):
+        def sensors(self):
+            def clock():
+                seen[threading.current_thread().name] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+                return 1500.0
+            return {"clock": (clock, "fake clock")}, {}
+
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with tm.DeviceTelemetry(PriorityReader(), 100).window():
+        time.sleep(0.1)
+    assert seen["accelbench-telemetry"] == 19, seen
+    assert seen[threading.current_thread().name] == own == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
 def test_telemetry_off_and_no_sensors():
