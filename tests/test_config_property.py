@@ -132,7 +132,7 @@ def satisfy_cross_keys(config: dict) -> dict:
         most = max(1, amp["data"]["n_train"] // batch)
         config.setdefault("scaling", {})["world_sizes"] = sorted({1} | {w for w in worlds if w <= most})
     if config.get("compare_to") and config["compare_to"] == expected_run_id(config):
-        del config["compare_to"]  # a run compared with itself is refused (tested with the invalid ones)
+        del config["compare_to"]  # a run compared with itself is refused (tests/test_config.py)
     return config
 
 
