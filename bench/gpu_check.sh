@@ -11,6 +11,7 @@
 #                (bench/harness_fidelity.py)
 #   4. pipeline  the whole pipeline at small sizes, every stage on (bench/gpu_config.yaml), then its report
 #   5. summary   one line per table, stage and headline of that run (bench/gpu_summary.py)
+#   6. telemetry the NVML sampler's cost: bf16 matmul with the sampler off and on (bench/telemetry_overhead.py)
 # Every line a step prints that starts with "KEY " goes into summary.txt when the step ends.
 #
 # What comes back in $OUT (the device tool returns at most 8 files of at most 16 MiB, 2 folders deep; checked
@@ -60,8 +61,9 @@ plan() {
   step setup       20  setup
   step headline    25  "$PY" bench/gpu_headline.py --out "$STEPS/headline"
   step fidelity    40  fidelity
-  step pipeline   250  pipeline
+  step pipeline   230  pipeline
   step summary     10  "$PY" bench/gpu_summary.py "$WORK/results"
+  step telemetry   20  telemetry
 }
 
 # ---- the steps that are more than one command -----------------------------------------------------------------
@@ -78,6 +80,21 @@ setup() {
 gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA/ROCm device'
 print('KEY setup: torch', torch.__version__, '| cuda', torch.version.cuda, '| hip', torch.version.hip, '|', gpu,
       '| snakemake', snakemake.__version__, '| accelbench', accelbench.__file__)"
+}
+
+telemetry() {
+  local device args rc
+  device=$("$PY" bench/gpu_headline.py --which-device) || return 1
+  args=(--device "$device" --rounds 3 --gap-s 0.1 --min-run-time 0.1)
+  if [ "$device" = cpu ]; then  # the stand-in
+    args+=(--threads 1 --dtype float32 --sizes 256)
+  else
+    args+=(--threads 1 --dtype bfloat16 --sizes 4096 8192)
+  fi
+  "$PY" bench/telemetry_overhead.py "${args[@]}" | tee "$STEP_OUT/telemetry.txt"
+  rc=${PIPESTATUS[0]}
+  grep -E "^(one reading|sampler thread|ratio)" "$STEP_OUT/telemetry.txt" | sed "s/^/KEY telemetry $device: /"
+  return "$rc"
 }
 
 fidelity() {
@@ -192,7 +209,7 @@ chmod +x "$WORK/bin/accelbench"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$WORK/bin:$SITE/bin:$(dirname "$PY"):$PATH"
 export PY WORK SITE STEPS WHEELS CONFIG OUT
-export -f setup fidelity pipeline
+export -f setup fidelity pipeline telemetry
 echo "accelbench GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), checkout $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   > "$OUT/summary.txt"
 started=$SECONDS
