@@ -3,9 +3,9 @@ forward and forward+backward across batch x heads x sequence length x head dim, 
 and per SDPA kernel (flash, memory-efficient, cuDNN, math) the device has.
 
 This module is the declaration only (standard library imports only; ``accelbench.plugin``): the measuring
-code is ``run.py``, the figures ``figures.py``, the report section ``section.py`` with its template
+code is ``measure.py``, the figures ``figures.py``, the report section ``section.py`` with its template
 ``section.html.j2``, the published figures it is shown against ``references.py``. The measurement and its
-trade-offs are described in ``run.py``'s docstring.
+trade-offs are described in ``measure.py``'s docstring.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ NUMERIC = ("batch", "heads", "seq_len_q", "seq_len_k", "head_dim", "flops", "thr
            "work_mem_bytes", "rel_error", "rel_error_max")
 
 DEFAULTS = {
-    "kernels": list(KERNELS),     # those the device has are measured (run.device_kernels)
+    "kernels": list(KERNELS),     # those the device has are measured (measure.device_kernels)
     "dtypes": ["bfloat16", "float16", "float32"],
     "fp8": True,                  # adds float8_e4m3fn where torch has the dtype (unsupported where SDPA refuses)
     "modes": list(MODES),
@@ -136,7 +136,7 @@ PLUGIN = Stage(
     "attention",
     "scaled_dot_product_attention forward and forward+backward per SDPA kernel, dtype and shape",
     "device",
-    entry=f"{PKG}.run",
+    entry=f"{PKG}.measure",
     tables=(TABLE,),
     figures=(Figure("attention_tflops", ("attention",), draw=Hook(f"{PKG}.figures:fig_tflops")),
              Figure("attention_memory", ("attention",), draw=Hook(f"{PKG}.figures:fig_memory"))),

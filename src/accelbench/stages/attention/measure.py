@@ -33,9 +33,10 @@ was right. What makes a number here trustworthy:
   subtracts ``memory_allocated`` just before the call, so it is what the kernel needed beyond its inputs:
   quadratic in the sequence for math, linear for the fused kernels. CPU: torch has no allocator statistics
   there (and ``tracemalloc`` does not see torch's allocations), so this is the process's resident high-water
-  mark (``VmHWM``, reset per point through ``/proc/self/clear_refs``; ``rss``) and ``work_mem_bytes`` subtracts
-  the resident size before the call. It is a lower bound of what the call needed: glibc reuses memory freed
-  by earlier points, which is already resident. Where neither exists both are null.
+  mark (``VmHWM``, reset per point through ``/proc/self/clear_refs``; ``rss``), after glibc's ``malloc_trim``
+  gave the heap's free memory back, and ``work_mem_bytes`` subtracts the resident size before the call: the
+  pages the call touched, math's score matrix among them. Still a lower bound (memory the heap kept is
+  reused unseen). Where no counter exists both are null and ``mem_kind`` empty.
 - **Checked** against a float64 math reference of the same (rounded) inputs (``check``): the output on up
   to ``CHECK_ROWS`` query rows spread over the sequence (each row's reference needs only its own query, with
   the causal mask written out), and for ``forward_backward`` the gradients of q, k and v, at the point's
@@ -63,8 +64,8 @@ import math
 import time
 import warnings
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from . import DTYPES, IDENTITY, KERNELS, MODES, PLUGIN, TABLE
 
@@ -402,8 +403,8 @@ class TorchAttention:
         self.seed = seed
         self.cut = backend.graph_cut()
         self._tensors: dict = {}
-        from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
 
         self._sdpb, self._sdpa_kernel, self._sdpa = SDPBackend, sdpa_kernel, F.scaled_dot_product_attention
 
@@ -554,7 +555,7 @@ class TorchAttention:
             self.backend.synchronize(self.device)
         peak, kind = self.backend.peak_memory(self.device, per_trial=per_point)
         del result
-        work = peak - before if before is not None and peak == peak else None
+        work = peak - before if before is not None and math.isfinite(peak) else None
         return float(peak), (max(0.0, work) if work is not None else None), kind
 
     def free(self, collect: bool = False) -> None:
