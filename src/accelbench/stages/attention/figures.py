@@ -2,7 +2,7 @@
 drawer signature ``(plt, sns, tables, series)``:
 
 * ``attention_tflops``: TFLOP/s (FlashAttention's FLOP convention) against the sequence length, one panel
-  per mode (forward, forward+backward), one line per (device, kernel, dtype), solid non-causal, dashed causal;
+  per mode (forward, forward+backward), one colour per (device, kernel, dtype), solid non-causal, dashed causal;
   error bars from the 95% interval of the median time. Only the largest head dim of each device is drawn
   (the table in the report has them all).
 * ``attention_memory``: the memory one call needed beyond its inputs (``work_mem_bytes``; ``peak_mem_bytes``
@@ -92,6 +92,22 @@ def _seq_axis(ax, values) -> None:
         ax.minorticks_off()
 
 
+def _plain_log_y(ax) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
+def _line_colors(df: pd.DataFrame, sns) -> dict:
+    """One colour per (device, kernel, dtype) line set: several kernels of one device must be told apart."""
+    keys = sorted(set(zip(df["label"], df["kernel"], df["dtype"])), key=str)
+    palette = sns.color_palette("colorblind", max(len(keys), 1)).as_hex()
+    return {k: palette[i % len(palette)] for i, k in enumerate(keys)}
+
+
 def _legend(fig, handles, labels, rows_hint: int) -> None:
     fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.035 * ((len(labels) + 2) // 3), 1, 0.95))
@@ -107,6 +123,7 @@ def fig_tflops(plt, sns, tables, series):
     df = labelled(_largest_head_dim(df), series)
     modes = [m for m in MODE_TITLE if m in set(df["mode"])]
     fig, axes = plt.subplots(1, len(modes), figsize=(6.0 * len(modes), 4.6), squeeze=False)
+    colors = _line_colors(df, sns)
     handles, labels, seen = [], [], set()
     for ax, mode in zip(axes[0], modes):
         d = df[df["mode"] == mode]
@@ -116,7 +133,7 @@ def fig_tflops(plt, sns, tables, series):
             flops = g["flops"].to_numpy(float)
             lo = np.where(np.isfinite(g["ci95_high_s"]), flops / g["ci95_high_s"].to_numpy(float) / 1e12, y)
             hi = np.where(np.isfinite(g["ci95_low_s"]), flops / g["ci95_low_s"].to_numpy(float) / 1e12, y)
-            color = g["color"].iloc[0]
+            color = colors[(label, kernel, dtype)]
             ax.errorbar(g["seq_len_q"], y, yerr=np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]),
                         color=color, ls="--" if causal else "-", marker=KERNEL_MARKERS.get(kernel, "o"), ms=4,
                         lw=1.5, capsize=2, alpha=1.0 if dtype != "float32" else 0.75)
@@ -126,7 +143,7 @@ def fig_tflops(plt, sns, tables, series):
                 handles.append(Line2D([0], [0], color=color, marker=KERNEL_MARKERS.get(kernel, "o"), lw=1.5))
                 labels.append(f"{label} · {kernel} · {DTYPE_LABEL.get(dtype, dtype)}")
         _seq_axis(ax, d["seq_len_q"])
-        ax.set_yscale("log")
+        _plain_log_y(ax)
         ax.set_xlabel("sequence length (query = key)")
         ax.set_ylabel("TFLOP/s (FlashAttention's FLOP count)")
         dims = ", ".join(str(int(v)) for v in sorted(set(d["head_dim"])))
@@ -152,6 +169,7 @@ def fig_memory(plt, sns, tables, series):
     df = labelled(_largest_head_dim(df), series)
     modes = [m for m in MODE_TITLE if m in set(df["mode"])]
     fig, axes = plt.subplots(1, len(modes), figsize=(6.0 * len(modes), 4.4), squeeze=False)
+    colors = _line_colors(df, sns)
     handles, labels, seen = [], [], set()
     for ax, mode in zip(axes[0], modes):
         d = df[(df["mode"] == mode) & ~df["causal"]]
@@ -159,7 +177,7 @@ def fig_memory(plt, sns, tables, series):
         # one dtype per line set: the widest measured (memory scales with the element size)
         for (label, kernel, dtype), g in d.groupby(["label", "kernel", "dtype"], sort=True):
             g = g.sort_values("seq_len_q")
-            color = g["color"].iloc[0]
+            color = colors[(label, kernel, dtype)]
             ax.plot(g["seq_len_q"], g["mem_bytes"] / 2 ** 20, color=color, marker=KERNEL_MARKERS.get(kernel, "o"),
                     ls="-" if kernel == "math" else "--", lw=1.5, ms=4)
             key = (label, kernel, dtype)
@@ -170,8 +188,7 @@ def fig_memory(plt, sns, tables, series):
                 kinds = ", ".join(sorted(set(g["mem_kind"].astype(str)) - {"", "nan"}))
                 labels.append(f"{label} · {kernel} · {DTYPE_LABEL.get(dtype, dtype)} ({kinds or 'counter?'})")
         _seq_axis(ax, d["seq_len_q"])
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        _plain_log_y(ax)
         ax.set_xlabel("sequence length (query = key)")
         ax.set_ylabel("MiB beyond the inputs (work_mem_bytes)")
         ax.set_title(f"{MODE_TITLE[mode]}, not causal", loc="left")

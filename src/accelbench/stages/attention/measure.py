@@ -19,12 +19,12 @@ was right. What makes a number here trustworthy:
   exact count (s_q·(s_k+1)/2 of the s_q·s_k scores are kept), and the softmax is not counted: TFLOP/s are
   comparable with the FlashAttention papers, not a count of every operation.
 - **Harness** (as matmul and membw): the device warmed in this process first (``device_warmup_*``); per
-  point the check call, then untimed calls (at least 2 and ``WARMUP_S``), then ``measure.timing.Measurer``:
-  ``torch.utils.benchmark.Timer`` with the backend's synchronizing timer, at least 6 blocks, the median with a
-  distribution-free 95% interval over the blocks of this run (not run-to-run variance); ``unstable`` when
-  IQR/median > ``attention.unstable_iqr_ratio``. The raw per-block times go to the samples Parquet.
-  Inputs are not rotated out of the cache (FlashAttention's benchmark does not either): a small point's
-  q, k and v may be read from the last-level cache.
+  point the check call, then untimed calls (at least 2, and ``WARMUP_S`` or ``min_run_time_s`` if that is
+  shorter), then ``measure.timing.Measurer``: ``torch.utils.benchmark.Timer`` with the backend's synchronizing
+  timer, at least 6 blocks, the median with a distribution-free 95% interval over the blocks of this run (not
+  run-to-run variance); ``unstable`` when IQR/median > ``attention.unstable_iqr_ratio``. The raw per-block
+  times go to the samples Parquet. Inputs are not rotated out of the cache (FlashAttention's benchmark does
+  not either): a small point's q, k and v may be read from the last-level cache.
 - **Forward+backward** (``forward_backward``): one call is the forward and ``torch.autograd.grad`` of the
   output, with a fixed random gradient, for q, k and v (no accumulation into ``.grad``).
 - **Peak memory** (``peak_mem_bytes``, ``work_mem_bytes``, ``mem_kind``): one extra untimed call after the
@@ -270,10 +270,11 @@ def classify(flags: list[str]) -> str:
     return "ok"
 
 
-def warmup_calls(call_s: float) -> int:
+def warmup_calls(call_s: float, warmup_s: float = WARMUP_S) -> int:
+    """Untimed calls before timing: at least 2, and at least ``warmup_s`` worth."""
     if not call_s > 0:
         return 2
-    return int(min(MAX_WARMUP_CALLS, max(2, math.ceil(WARMUP_S / call_s))))
+    return int(min(MAX_WARMUP_CALLS, max(2, math.ceil(warmup_s / call_s))))
 
 
 def empty_row(p: Point, threads: int, rel_error_max: float) -> dict:
@@ -281,7 +282,8 @@ def empty_row(p: Point, threads: int, rel_error_max: float) -> dict:
     return {**p.columns(), "flops": p.flops, "threads": threads, "median_s": nan, "iqr_s": nan, "ci95_low_s": nan,
             "ci95_high_s": nan, "repeats": 0, "blocks": 0, "tflops": nan, "peak_tflops": nan, "peak_source": "",
             "pct_of_peak": nan, "peak_mem_bytes": None, "work_mem_bytes": None, "mem_kind": "", "rel_error": nan,
-            "rel_error_max": rel_error_max, "status": "ok", "status_detail": "", "sdpa_backend": SDPA_BACKENDS[p.kernel],
+            "rel_error_max": rel_error_max, "status": "ok", "status_detail": "",
+            "sdpa_backend": SDPA_BACKENDS[p.kernel],
             "torch_dtype": p.dtype, "min_bytes": min_bytes(p), "intensity_flop_per_byte": p.flops / min_bytes(p)}
 
 
@@ -314,7 +316,7 @@ def measure_point(att, p: Point, *, settings: dict, peak: tuple, threads: int = 
     try:
         rel_error, reasons = att.check(p)
         call_s = att.probe(p)
-        stats = att.time(p, warmup_calls(call_s))
+        stats = att.time(p, warmup_calls(call_s, min(WARMUP_S, settings.get("min_run_time_s", WARMUP_S))))
         peak_mem, work_mem, mem_kind = att.memory(p)
     except Exception as exc:  # this point's status; the sweep goes on
         fail = failure(exc, getattr(att, "backend", None), reasons or getattr(exc, "torch_reasons", None))
@@ -655,7 +657,7 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
     cfg = sweep_config({**PLUGIN.defaults, **(st.config.get(PLUGIN.config_key) or {})}, st.backend.name)
     settings = {"rel_error_max": {**PLUGIN.defaults["rel_error_max"], **(cfg.get("rel_error_max") or {})},
                 "unstable_iqr_ratio": float(cfg["unstable_iqr_ratio"]),
-                "memory_fraction": float(cfg["memory_fraction"])}
+                "memory_fraction": float(cfg["memory_fraction"]), "min_run_time_s": float(cfg["min_run_time_s"])}
     torch = st.backend.torch
     kernels = device_kernels(torch, st.backend.name, cfg["kernels"])
     points = plan_points(cfg, [k for k, _ in kernels], plan_dtypes(cfg, torch))
