@@ -484,7 +484,7 @@ def test_figures_and_section_from_the_cpu_run(cpu_run):
     plt.close(empty)
     figures = {f.name: {"name": f.name, "uri": "data:,", "text": "t", "html": "h"} for f in PLUGIN.figures}
     section = PLUGIN.sections[0]
-    ctx = section.context.load()(tables, figures, {})
+    ctx = section.context.load()(tables, pd.DataFrame(), {"figures": figures})
     dev = ctx["attention"]["devices"][0]
     assert {(b["kernel"], b["dtype"]) for b in dev["best"]} == {("flash", "BF16"), ("flash", "FP32"),
                                                                  ("math", "BF16"), ("math", "FP32")}

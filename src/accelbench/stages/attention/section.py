@@ -1,4 +1,4 @@
-"""The attention section of the report: its context builder ``context(tables, figures, ctx)`` for the
+"""The attention section of the report: its context builder ``context(tables, series, ctx)`` for the
 template partial ``section.html.j2`` (the report's Jinja environment finds it in this package).
 
 Per device: the best trusted TFLOP/s per (kernel, dtype, mode) with its point and % of peak, how many points
@@ -60,10 +60,12 @@ def _point(r) -> str:
             f" d={int(_num(r['head_dim']))}{' causal' if _causal(r['causal']) else ''}")
 
 
-def context(tables: dict, figures: dict, ctx: dict | None = None) -> dict:
-    """The template's variables: ``attention`` = {figures, devices, points, references, convention}."""
+def context(tables: dict, series: pd.DataFrame | None = None, ctx: dict | None = None) -> dict:
+    """The template's variables: ``attention`` = {figures, devices, points, references}. ``series``: the
+    report's (run, device) labels and colours; ``ctx``: the report's context so far (its ``figures``)."""
     ctx = ctx or {}
-    out = {"figures": [figures[n] for n in FIGURES if n in (figures or {})], "devices": [], "points": [],
+    figures = ctx.get("figures") or {}
+    out = {"figures": [figures[n] for n in FIGURES if n in figures], "devices": [], "points": [],
            "references": [{k: r[k] for k in ("label", "tflops", "pct_of_peak", "device", "setting", "source", "url")}
                           for r in refs.REFERENCES]}
     df = tables.get("attention")
@@ -72,7 +74,6 @@ def context(tables: dict, figures: dict, ctx: dict | None = None) -> dict:
     df = df[df["status"].astype(str) != "absent"]
     if df.empty:
         return {"attention": out}
-    series = ctx.get("series_frame", ctx.get("series"))
     df = labelled(df, series if isinstance(series, pd.DataFrame) else None)
     for c in ("tflops", "pct_of_peak", "seq_len_q", "head_dim", "batch", "heads"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
