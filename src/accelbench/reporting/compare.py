@@ -40,7 +40,7 @@ from ..measure import ratio as R
 from ..measure import samples as sample_table
 from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
-from ..stages.amp_stats import BASELINE as AMP_BASELINE, paired_diff_ci, speedup_ci
+from ..stages.amp.stats import BASELINE as AMP_BASELINE, paired_diff_ci, speedup_ci
 from . import references as refs
 from .aggregate import Problems, read_checked_csv
 
