@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ...measure.timing import median_ci95
-from ..amp.stats import speedup_ci
+from ...measure.paired import speedup_ci
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
