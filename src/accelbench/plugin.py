@@ -139,6 +139,11 @@ class Section:
     template: str = "section.html.j2"
     package: str = ""  # filled in by the registry: the plug-in package the template lives in
 
+    @property
+    def include(self) -> str:
+        """The template's name for the report's Jinja loader."""
+        return f"{self.package}/{self.template}"
+
 
 @dataclass(frozen=True)
 class Resources:

@@ -24,7 +24,7 @@ import importlib
 from .columns import (ADDED_COLUMNS as _SHARED_ADDED, DEVICE, DEVICE_WARMUP, PROVENANCE, SAMPLE_COLUMNS,  # noqa: F401
                       TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC, TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC,
                       THROTTLE)
-from .plugin import Figure, Hook, Resources, Stage, Table
+from .plugin import Figure, Hook, Resources, Section, Stage, Table
 
 # The stage plug-ins, in the order their stages run on one backend (each after the one before: never two at once).
 PLUGINS: tuple[str, ...] = (
@@ -74,6 +74,14 @@ CORE_FIGURES = (
            draw=Hook("accelbench.reporting.plots:fig_roofline")),
 )
 
+# Report sections over several stages' tables (their templates: reporting/templates/sections/).
+CORE_SECTIONS = (
+    Section("roofline", "Roofline", 50, context=Hook("accelbench.reporting.html:roofline_context"),
+            template="templates/sections/roofline.html.j2", package="accelbench.reporting"),
+    Section("telemetry", "Telemetry", 100, context=Hook("accelbench.reporting.html:telemetry_context"),
+            template="templates/sections/telemetry.html.j2", package="accelbench.reporting"),
+)
+
 
 def _collect():
     plugins = [importlib.import_module(name).PLUGIN for name in PLUGINS]
@@ -89,6 +97,8 @@ def _collect():
             sections[s.name] = dataclasses.replace(s, package=name)
     for f in CORE_FIGURES:
         figures[f.name] = f
+    for s in CORE_SECTIONS:
+        sections[s.name] = s
     for plugin in (*CORE_BEFORE, *plugins, *CORE_AFTER):
         stages[plugin.name] = dataclasses.replace(plugin, tables=tuple(
             t.name if isinstance(t, Table) else t for t in plugin.tables))

@@ -2,7 +2,7 @@
 
 from ...columns import (DEVICE, DEVICE_WARMUP, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 PLOTS = "accelbench.reporting.plots"
 CHECK = Hook("accelbench.reporting.aggregate:check_amp_points")
@@ -42,5 +42,6 @@ PLUGIN = Stage(
         Figure("amp_step_time", ("amp_trials", "amp_summary"), draw=Hook(f"{PLOTS}:fig_amp_step_time")),
         Figure("amp_loss", ("amp_steps",), draw=Hook(f"{PLOTS}:fig_amp_loss")),
     ),
+    sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),),
     config_key="amp", resources=Resources(mem_mb=8000, runtime_min=60), method_version=2, checkpoint=True,
 )

@@ -3,7 +3,7 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 PLOTS = "accelbench.reporting.plots"
@@ -48,6 +48,13 @@ PLUGIN = Stage(
         Figure("matmul_pct_of_peak", ("matmul",), draw=Hook(f"{PLOTS}:fig_matmul_pct_of_peak")),
         Figure("speedup", ("matmul",), draw=Hook(f"{PLOTS}:fig_speedup")),
         Figure("matmul_soak", ("matmul_soak",), draw=Hook(f"{PLOTS}:fig_matmul_soak")),
+    ),
+    sections=(
+        Section("matmul", "Matmul", 10),
+        Section("shapes", "Shapes", 20, context=Hook("accelbench.stages.matmul.report:shapes_context"),
+                template="shapes.html.j2"),
+        Section("points", "All points", 110, context=Hook("accelbench.stages.matmul.report:points_context"),
+                template="points.html.j2"),
     ),
     config_key="matmul", resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
 )

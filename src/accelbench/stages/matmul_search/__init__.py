@@ -2,7 +2,7 @@
 off by default: config matmul.search)."""
 
 from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
-from ...plugin import Hook, Resources, Stage, Table
+from ...plugin import Hook, Resources, Section, Stage, Table
 from ..matmul import STATUSES
 
 PLUGIN = Stage(
@@ -23,6 +23,7 @@ PLUGIN = Stage(
                        "pct_of_peak", "rel_error", "grid_points", "evaluated_shapes", "search_s", "budget_s"),
               statuses=STATUSES, check=Hook("accelbench.reporting.aggregate:check_search_points")),
     ),
+    sections=(Section("search", "Search", 30, context=Hook("accelbench.stages.matmul_search.report:context")),),
     resources=Resources(mem_mb=16000, runtime_min=60), method_version=1, checkpoint=True,
     since_config_key="matmul.search",
 )

@@ -2,7 +2,7 @@
 (``measure.py``)."""
 
 from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, cols
-from ...plugin import Compare, Figure, Hook, Resources, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", *FAILURES)
 
@@ -25,6 +25,7 @@ PLUGIN = Stage(
               check=Hook("accelbench.reporting.aggregate:check_membw_points")),
     ),
     figures=(Figure("membw", ("membw",), draw=Hook("accelbench.reporting.plots:fig_membw")),),
+    sections=(Section("membw", "Memory", 40, context=Hook("accelbench.stages.membw.report:context")),),
     config_key="membw", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     since_config_key="membw",
 )

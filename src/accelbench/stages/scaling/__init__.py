@@ -2,7 +2,7 @@
 copies (``measure.py``; one rank: ``rank.py``)."""
 
 from ...columns import DEVICE, PROVENANCE, cols
-from ...plugin import Figure, Hook, Resources, Stage, Table
+from ...plugin import Figure, Hook, Resources, Section, Stage, Table
 
 PLOTS = "accelbench.reporting.plots"
 
@@ -48,5 +48,6 @@ PLUGIN = Stage(
         Figure("collective_busbw", ("collectives",), draw=Hook(f"{PLOTS}:fig_collective_busbw"), category="Scaling"),
         Figure("peer_copy", ("peer_copy",), draw=Hook(f"{PLOTS}:fig_peer_copy"), category="Scaling"),
     ),
+    sections=(Section("scaling", "Scaling", 90, context=Hook("accelbench.stages.scaling.report:context")),),
     config_key="scaling", resources=Resources(mem_mb=16000, runtime_min=120, whole_node=True), method_version=1,
 )

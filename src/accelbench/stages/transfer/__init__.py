@@ -1,7 +1,7 @@
 """The transfer stage: host<->device copy bandwidth, pageable and pinned (``measure.py``)."""
 
 from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
-from ...plugin import Compare, Figure, Hook, Resources, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 PLUGIN = Stage(
     "transfer", "host<->device copy bandwidth (pageable and pinned)", "device",
@@ -18,6 +18,7 @@ PLUGIN = Stage(
               samples="transfer_{backend}_samples.parquet"),
     ),
     figures=(Figure("transfer", ("transfer",), draw=Hook("accelbench.reporting.plots:fig_transfer")),),
+    sections=(Section("transfer", "Transfer", 70, context=Hook("accelbench.stages.transfer.report:context")),),
     config_key="transfer", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     accelerators_only=True,
 )

@@ -1,7 +1,7 @@
 """The warm-up stage: cold vs warm, a fixed workload repeated until its time is stable (``measure.py``)."""
 
 from ...columns import DEVICE, PROVENANCE, cols
-from ...plugin import Compare, Figure, Hook, Resources, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 PLUGIN = Stage(
     "warmup", "cold vs warm: repeat a fixed workload until its time is stable", "device",
@@ -16,5 +16,6 @@ PLUGIN = Stage(
               samples="warmup_{backend}_samples.parquet", reports_threads=True),
     ),
     figures=(Figure("warmup", ("warmup",), draw=Hook("accelbench.reporting.plots:fig_warmup")),),
+    sections=(Section("warmup", "Warm-up", 60, context=Hook("accelbench.stages.warmup.report:context")),),
     config_key="warmup", resources=Resources(mem_mb=4000, runtime_min=15), method_version=1,
 )
