@@ -26,7 +26,7 @@ from accelbench.backends import BackendUnavailable
 from accelbench.measure.stability import warm_device
 from accelbench.measure.timing import Measurer
 from accelbench.run.config import with_defaults
-from accelbench.stages.matmul import Settings, TorchMatmul, measure_point, peak_safe
+from accelbench.stages.matmul.measure import Settings, TorchMatmul, measure_point, peak_safe
 
 ACCELERATOR_SIZES, ACCELERATOR_DTYPES = [8192], ["bfloat16", "float8_e4m3fn"]
 # a CPU stand-in of the check: bf16 is emulated on most CPUs (8192^3 would take minutes) and fp8 everywhere

@@ -53,7 +53,7 @@ import torch.utils.benchmark as tb
 
 from accelbench import backends
 from accelbench.measure.timing import Measurer
-from accelbench.stages.matmul import TorchMatmul, warmup_calls
+from accelbench.stages.matmul.measure import TorchMatmul, warmup_calls
 
 
 def gflops(n: int, seconds: float) -> float:

@@ -42,8 +42,8 @@ from accelbench import backends
 from accelbench.measure import shape_search
 from accelbench.measure.timing import Measurer
 from accelbench.run.config import with_defaults
-from accelbench.stages.matmul import Settings, Shape, TorchMatmul, measure_point, peak_safe
-from accelbench.stages.matmul_search import search_device_dtype
+from accelbench.stages.matmul.measure import Settings, Shape, TorchMatmul, measure_point, peak_safe
+from accelbench.stages.matmul_search.measure import search_device_dtype
 
 
 class _NoCheckpoint:

@@ -35,7 +35,7 @@ import torch
 from accelbench import backends
 from accelbench.measure import telemetry as tm
 from accelbench.measure.timing import Measurer
-from accelbench.stages.matmul import TorchMatmul, warmup_calls
+from accelbench.stages.matmul.measure import TorchMatmul, warmup_calls
 
 
 def gflops(n: int, seconds: float) -> float:

@@ -313,7 +313,7 @@ def scaling_rows(prov, backend, device, device_name, worlds, *, step_1, efficien
     """The scaling stage's four tables for one backend: DDP trials (2 seeds, fp32 and ``amp_mode``) whose
     efficiency at world size N is ``efficiency(N)``, their summary, collectives whose busbw rises to
     ``busbw_top`` GB/s, and one ``unsupported`` peer-copy row (``copy_reason``)."""
-    from accelbench.stages.scaling_stats import (algbw_gbps, busbw_factor, efficiency_ci, loss_tolerance,
+    from accelbench.stages.scaling.stats import (algbw_gbps, busbw_factor, efficiency_ci, loss_tolerance,
                                                  message_sizes)
 
     common = {**prov, "backend": backend, "device": device, "device_name": device_name}

@@ -1,4 +1,4 @@
-"""AMP vs FP32 trials (accelbench.stages.amp) and their verdict (accelbench.stages.amp_stats).
+"""AMP vs FP32 trials (accelbench.stages.amp) and their verdict (accelbench.stages.amp.stats).
 
 Real CPU trials on tiny models (fp32 and bf16 autocast), the per-backend dispatch with a fake torch
 (CUDA/ROCm/MPS/XLA: untested on hardware), planted NaN/exception trials, and the statistics on
@@ -22,8 +22,9 @@ from accelbench.backends import BackendUnavailable
 from accelbench.backends.cpu import precision_note
 from accelbench.run.config import ConfigError, check_amp_config, config_hash, with_defaults
 from accelbench.run.io import Checkpoint
-from accelbench.stages import amp, common
-from accelbench.stages.amp_stats import (
+from accelbench.stages import common
+from accelbench.stages.amp import measure as amp
+from accelbench.stages.amp.stats import (
     faster_verdict, paired_diff_ci, parity_verdict, speedup_ci, summarize_trials,
 )
 

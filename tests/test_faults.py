@@ -309,7 +309,7 @@ def test_pipeline_killed_during_matmul_resumes(tmp_path):
 # ---- an exception at one point or on one device ---------------------------------------------------
 
 def test_exception_at_one_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    from accelbench.stages import matmul
+    from accelbench.stages.matmul import measure as matmul
 
     real_check = matmul.TorchMatmul.check
 
@@ -335,7 +335,7 @@ def test_exception_on_one_device_is_recorded_and_the_others_go_on(tmp_path, monk
     """A second device whose setup fails (a lost GPU, a driver error): its points record the error,
     the first device is measured in full."""
     from accelbench.backends.cpu import CpuBackend
-    from accelbench.stages import matmul
+    from accelbench.stages.matmul import measure as matmul
 
     monkeypatch.setattr(CpuBackend, "devices", lambda self: ["cpu", "cpu:1"])
     real_init = matmul.TorchMatmul.__init__

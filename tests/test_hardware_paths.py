@@ -26,8 +26,9 @@ from accelbench.backends.xla import XlaBackend
 from accelbench.measure.failures import failure_status
 from accelbench.run import containers as C
 from accelbench.run.config import config_hash, with_defaults
-from accelbench.stages import amp, common
-from accelbench.stages.matmul import TorchMatmul, measure_point
+from accelbench.stages import common
+from accelbench.stages.amp import measure as amp
+from accelbench.stages.matmul.measure import TorchMatmul, measure_point
 from test_matmul import FakeKernels, settings
 
 REPO = Path(__file__).resolve().parents[1]

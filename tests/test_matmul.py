@@ -17,8 +17,8 @@ from accelbench.measure.failures import failure_status
 from accelbench.measure.timing import Measurer, TimingStats, summarize
 from accelbench.run.config import config_hash, with_defaults
 from accelbench.run.io import Checkpoint
-from accelbench.stages import matmul
-from accelbench.stages.matmul import (
+from accelbench.stages.matmul import measure as matmul
+from accelbench.stages.matmul.measure import (
     Settings, TorchMatmul, classify, measure_point, plan_dtypes, point_flags, predict_call_s, predict_point_s,
     rotation_sets, sweep,
 )
@@ -512,7 +512,7 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys, small_llc):
     assert set(list(registry.TABLES["matmul"].columns)) <= set(df.columns)
     assert list(df.columns[: len(list(registry.TABLES["matmul"].columns))]) == list(registry.TABLES["matmul"].columns)
     assert len(df) == 2 * 3  # float32, bfloat16, float8_e4m3fn (fp8: true) x 2 sizes
-    assert set(df["status"]) <= set(registry.MATMUL_STATUSES)
+    assert set(df["status"]) <= set(registry.TABLES["matmul"].statuses)
     f32 = df[df.dtype == "float32"]
     assert (f32["tflops"] > 0).all() and (f32["threads"] == 1).all()
     assert (f32["rel_error"] < 1e-4).all() and (f32["allow_tf32"].astype(str) == "False").all()
@@ -577,7 +577,7 @@ def test_cli_warms_the_device_first_and_records_it_and_the_method_version(tmp_pa
 # ---- shapes: (m, n, k) products ----------------------------------------------------------------------
 
 def test_shape_flops_cube_edge_and_order():
-    from accelbench.stages.matmul import Shape, as_shape, plan_points
+    from accelbench.stages.matmul.measure import Shape, as_shape, plan_points
 
     s = Shape(4096, 12288, 4096, "qkv")
     assert s.flops == 2 * 4096 * 12288 * 4096 and not s.is_square and str(s) == "4096x12288x4096"
@@ -613,7 +613,7 @@ def test_predict_scales_a_shape_by_its_flops():
 
 
 def test_sweep_measures_shapes_after_the_squares_and_checkpoints_them(tmp_path):
-    from accelbench.stages.matmul import CHECKPOINT_KEY, Shape
+    from accelbench.stages.matmul.measure import CHECKPOINT_KEY, Shape
 
     k = FakeKernels()
     ck = Checkpoint(tmp_path / "ck.jsonl", CHECKPOINT_KEY)
@@ -633,7 +633,7 @@ def test_sweep_measures_shapes_after_the_squares_and_checkpoints_them(tmp_path):
 
 
 def test_real_cpu_kernels_on_a_shape(cpu_kernels, small_llc):
-    from accelbench.stages.matmul import Shape
+    from accelbench.stages.matmul.measure import Shape
 
     shape = Shape(48, 80, 24)
     assert cpu_kernels.check("float32", shape) < 1e-5

@@ -16,8 +16,8 @@ from accelbench import backends, registry
 from accelbench.backends import bandwidth
 from accelbench.measure.timing import summarize
 from accelbench.run.config import config_hash, with_defaults
-from accelbench.stages import membw
-from accelbench.stages.membw import TorchStreams, bandwidth_row, device_rows, plan_sizes
+from accelbench.stages.membw import measure as membw
+from accelbench.stages.membw.measure import TorchStreams, bandwidth_row, device_rows, plan_sizes
 
 MIB = 1024 ** 2
 CFG = with_defaults({})["membw"]

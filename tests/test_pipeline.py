@@ -64,7 +64,7 @@ def test_matmul_values_plausible(tiny_run):
     shapes = df[df["shape_name"].notna()]
     assert set(shapes["shape_name"]) == {"qkv"} and set(zip(shapes["m"], shapes["n"], shapes["k"])) == {(64, 96, 32)}
     assert {"float32", "bfloat16"} <= set(df["dtype"])  # fp8 joins when matmul.fp8 is on and torch has it
-    assert set(df["status"]) <= set(registry.MATMUL_STATUSES)
+    assert set(df["status"]) <= set(registry.TABLES["matmul"].statuses)
     fp32 = df[df["dtype"] == "float32"]
     assert (fp32["tflops"] > 0).all(), fp32[["n", "tflops", "status"]]
     # tflops is 2mnk / median_s, in units of 1e12 FLOP/s

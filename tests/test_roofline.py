@@ -14,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench.reporting import roofline as R
 from accelbench.run.config import with_defaults
-from accelbench.stages.amp import build_mlp, build_transformer
+from accelbench.stages.amp.measure import build_mlp, build_transformer
 
 
 def test_bytes_and_intensity_of_one_product():

@@ -15,7 +15,7 @@ from accelbench import backends, registry
 from accelbench.measure import samples as S
 from accelbench.measure.timing import summarize
 from accelbench.run.io import Checkpoint, atomic_write_parquet, read_parquet
-from accelbench.stages.matmul import measure_point, sweep
+from accelbench.stages.matmul.measure import measure_point, sweep
 from test_matmul import FakeKernels, settings
 from test_transfer import HostAsAccelerator
 

@@ -36,8 +36,10 @@ from accelbench import backends, registry
 from accelbench.backends import CpuBackend, CudaBackend
 from accelbench.run import launch
 from accelbench.run.config import ConfigError, check, config_hash, with_defaults
-from accelbench.stages import amp, collectives as coll, peer_copy, scaling, scaling_rank
-from accelbench.stages import scaling_stats as ss
+from accelbench.stages.amp import measure as amp
+from accelbench.stages.scaling import collectives as coll, peer_copy, rank as scaling_rank
+from accelbench.stages.scaling import measure as scaling
+from accelbench.stages.scaling import stats as ss
 from accelbench.stages.common import start
 from tiny_config import TINY
 
@@ -805,11 +807,11 @@ def test_multinode_example_passes_a_dry_run(tmp_path):
 
     parsed = get_args_parser().parse_args(torchrun)
     assert parsed.nnodes == "2" and parsed.nproc_per_node == "8" and parsed.rdzv_endpoint == "gpu001:29500"
-    assert parsed.module and parsed.training_script == "accelbench.stages.scaling_rank"
+    assert parsed.module and parsed.training_script == "accelbench.stages.scaling.rank"
     rank_args = parsed.training_script_args
     # the rank program accepts its arguments and, as rank 9 of 16, plans the configured work without a device
     env = {**os.environ, "WORLD_SIZE": "16", "RANK": "9", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8"}
-    dry = subprocess.run([sys.executable, "-m", "accelbench.stages.scaling_rank", *rank_args, "--dry-run"],
+    dry = subprocess.run([sys.executable, "-m", "accelbench.stages.scaling.rank", *rank_args, "--dry-run"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)

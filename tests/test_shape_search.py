@@ -18,9 +18,9 @@ from accelbench.measure.shape_search import Axis, QuantizedGemmModel, Space, coa
 from accelbench.measure.timing import Measurer, summarize
 from accelbench.run.config import config_hash, with_defaults
 from accelbench.run.io import Checkpoint
-from accelbench.stages import matmul_search
-from accelbench.stages.matmul import OperandPool, Settings, Shape, TorchMatmul
-from accelbench.stages.matmul_search import Estimator, search_device_dtype
+from accelbench.stages.matmul_search import measure as matmul_search
+from accelbench.stages.matmul.measure import OperandPool, Settings, Shape, TorchMatmul
+from accelbench.stages.matmul_search.measure import Estimator, search_device_dtype
 
 GRID = Space(Axis(64, 1024, 64), Axis(64, 1024, 64), Axis(64, 1024, 64))  # the CPU task's space: 4096 shapes
 

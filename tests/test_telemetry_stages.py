@@ -18,9 +18,9 @@ import pytest
 from accelbench import backends, registry
 from accelbench.measure import telemetry as tm
 from accelbench.run.io import Checkpoint
-from accelbench.stages import amp
-from accelbench.stages.matmul import point_telemetry, sweep
-from accelbench.stages.matmul_soak import mark_settled, run_soak, soak_rows_for, soak_target
+from accelbench.stages.amp import measure as amp
+from accelbench.stages.matmul.measure import point_telemetry, sweep
+from accelbench.stages.matmul.soak import mark_settled, run_soak, soak_rows_for, soak_target
 from test_amp import TINY_AMP, run_info_for, stage_for
 from test_matmul import FakeKernels, run_cli, settings, small_llc, write_run  # noqa: F401 (small_llc: a fixture)
 

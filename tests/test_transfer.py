@@ -11,10 +11,11 @@ import torch
 
 from accelbench import backends, registry
 from accelbench.measure.stability import DeviceWarmup
-from accelbench.stages import common, transfer
+from accelbench.stages import common
+from accelbench.stages.transfer import measure as transfer
 from accelbench.run.config import config_hash, with_defaults
 from accelbench.measure.timing import Measurer, summarize
-from accelbench.stages.transfer import TorchCopies, device_rows, gbps, measure_copy, size_bytes
+from accelbench.stages.transfer.measure import TorchCopies, device_rows, gbps, measure_copy, size_bytes
 
 CFG = {"sizes_mb": [2, 1], "min_run_time_s": 0.01, "unstable_iqr_ratio": 0.1}
 

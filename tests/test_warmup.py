@@ -10,7 +10,7 @@ import pytest
 from accelbench import backends, registry
 from accelbench.measure.stability import run_until_stable, stable_window, synced_call, warm_device
 from accelbench.run.config import config_hash, with_defaults
-from accelbench.stages import warmup
+from accelbench.stages.warmup import measure as warmup
 
 CPU = backends.get("cpu")
 

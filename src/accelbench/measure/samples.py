@@ -66,13 +66,14 @@ def identity_columns(table: str) -> tuple[str, ...]:
 
 def identity_items(table: str, row) -> list[tuple[str, str]]:
     """(column, canonical value) of a row's identity. A square matmul point leaves out ``shape_name``, ``m`` and
-    ``k`` (``registry.SQUARE_IDENTITY``), so it is named as in runs from before shapes existed; a named shape has
+    ``k`` (the table's ``identity_fill``), so it is named as in runs from before shapes existed; a named shape has
     them all."""
     items = []
+    fill = registry.TABLES[table].identity_fill
     for c in identity_columns(table):
         value = canonical(row.get(c))
-        if c in registry.SQUARE_IDENTITY:
-            same_as = registry.SQUARE_IDENTITY[c]
+        if c in fill:
+            same_as = fill[c]
             if value == "" or (same_as and value == canonical(row.get(same_as))):
                 continue
         items.append((c, value))

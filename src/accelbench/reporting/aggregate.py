@@ -138,8 +138,7 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
                          run_id)
             ok = False
         df[col] = values
-    statuses = {"matmul": registry.MATMUL_STATUSES, "matmul_search": registry.MATMUL_STATUSES,
-                "membw": registry.MEMBW_STATUSES}.get(table)
+    statuses = spec.statuses
     if statuses:
         unknown = sorted(set(df["status"].dropna().astype(str)) - set(statuses))
         if unknown:
@@ -160,7 +159,7 @@ def _shape_names(df):
     return df["shape_name"].astype(object).fillna("").astype(str)
 
 
-def check_matmul_points(df, config: dict, path: Path, problems: Problems, run_id: str) -> None:
+def check_matmul_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
     """Every (device, dtype) in the file must have a row for every configured size and every configured shape."""
     mm = config.get("matmul") or {}
     sizes = set(mm.get("sizes") or [])
@@ -180,7 +179,7 @@ def check_matmul_points(df, config: dict, path: Path, problems: Problems, run_id
                          f"{', '.join(lacking_shapes)} of matmul.shapes (file cut short?)", run_id)
 
 
-def check_search_points(df, config: dict, path: Path, problems: Problems, run_id: str) -> None:
+def check_search_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
     """With the search on, every device in the file searched every dtype of matmul.search.dtypes."""
     search = (config.get("matmul") or {}).get("search") or {}
     if df is None or df.empty or not search.get("enabled"):
@@ -193,7 +192,7 @@ def check_search_points(df, config: dict, path: Path, problems: Problems, run_id
                          "(file cut short?)", run_id)
 
 
-def check_membw_points(df, path: Path, problems: Problems, run_id: str) -> None:
+def check_membw_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
     """Every device has its launch floor, and copy and triad at the same sizes (a file cut at a line end
     loses the last rows: a size measured by one kernel and not the other)."""
     if df is None or df.empty or not {"device", "kernel", "size_bytes"} <= set(df.columns):
@@ -387,14 +386,9 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
                 problems.warn(path, "unknown_file", "not a documented result file; not read", run_id)
                 continue
             df, sound = read_checked_csv(path, table, problems, run_id)
-            if table == "matmul" and sound:
-                check_matmul_points(df, config, path, problems, run_id)
-            if table == "matmul_search" and sound:
-                check_search_points(df, config, path, problems, run_id)
-            if table == "membw" and sound:
-                check_membw_points(df, path, problems, run_id)
-            if table in ("amp_trials", "amp_summary") and sound:
-                check_amp_points(df, table, config, path, problems, run_id)
+            check = registry.TABLES[table].check
+            if check is not None and sound:  # the table's completeness check (its plug-in's Table.check)
+                check.load()(df, table, config, path, problems, run_id)
             rows = 0 if df is None else len(df)
             files_read.append({"file": str(path), "run_id": run_id, "table": table, "rows": rows,
                                "ok": sound})
@@ -406,7 +400,7 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
             if "run_id" not in df.columns or df["run_id"].isna().all():
                 df["run_id"] = run_id
             frames[table].append(df)
-            if "threads" in df.columns and "backend" in df.columns and table in ("matmul", "warmup"):
+            if "threads" in df.columns and "backend" in df.columns and registry.TABLES[table].reports_threads:
                 for b, t in df.groupby("backend")["threads"]:
                     vals = sorted(set(int(x) for x in t.dropna()))
                     if vals:

@@ -13,7 +13,7 @@ verdict: ``slower``/``faster`` when the speed change's interval lies wholly beyo
 for that point (method_version, threads, device model, driver, torch/CUDA/HIP, image, commit, the
 stage's config keys), e.g. ``slower -12% [-14, -10]; threads 2->1``; the whole provenance diff (run,
 backend, stage and config level) is its own table. AMP: each run's speedup over FP32 and accuracy
-difference, and how they changed, with paired-by-seed t intervals (``stages.amp_stats``).
+difference, and how they changed, with paired-by-seed t intervals (``measure.paired``).
 
 Output: a compact table on stdout, regressions first; ``<results>/compare/<baseline>__<candidate>.csv``
 (``registry.COMPARE_COLUMNS``), ``..._amp.csv``, ``..._provenance.csv`` and a figure of the ratios
@@ -36,18 +36,20 @@ import numpy as np
 import pandas as pd
 
 from .. import registry
+from ..columns import COMPARABLE
 from ..measure import ratio as R
 from ..measure import samples as sample_table
 from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
-from ..stages.amp_stats import BASELINE as AMP_BASELINE, paired_diff_ci, speedup_ci
+from ..measure.paired import paired_diff_ci, speedup_ci
+from ..stages.amp.stats import BASELINE as AMP_BASELINE
 from . import references as refs
 from .aggregate import Problems, read_checked_csv
 
 # The default noise floor: README "Comparing runs" says how it was chosen from bench/run_to_run_spread.py.
 DEFAULT_MIN_EFFECT = 0.05
-COMPARED_TABLES = ("warmup", "matmul", "transfer", "amp_trials")
-TRUSTED = ("ok",)  # any other status makes the verdict inconclusive (unstable: by the definition)
+COMPARED_TABLES = registry.COMPARED_TABLES  # every table that declares what compare matches (Table.compare)
+TRUSTED = COMPARABLE  # any other status makes the verdict inconclusive (unstable: by the definition)
 # regressions first; matched points that neither run measured (unsupported, skipped_budget) last
 VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "same": 3, "unmeasured": 4}
 # per-point provenance, in the order it is named: (row column, label)
@@ -143,7 +145,7 @@ def load_run(path: Path) -> Run:
 def _check_sample_counts(run: Run) -> None:
     """A row that says it timed K blocks must have K samples: fewer means the sample file was cut or swapped."""
     counts = run.samples.groupby(["table", "backend", "device", "point"]).size() if len(run.samples) else {}
-    for table in ("matmul", "transfer"):
+    for table in COMPARED_TABLES:  # the tables whose rows say how many timed blocks (samples) they have
         df = run.tables.get(table)
         if df is None or "blocks" not in df.columns:
             continue
@@ -179,11 +181,10 @@ def run_points(run: Run) -> pd.DataFrame:
         if df is None or df.empty:
             continue
         df = df[df["device"].notna() & (df["device"].astype(str) != "")]
-        if table == "warmup":  # one point per device: its warm per-call time
-            df = df.sort_values("iter").groupby(["backend", "device"], sort=False, as_index=False).tail(1)
-            median_col = "warm_s"
-        else:
-            median_col = {"matmul": "median_s", "transfer": "median_s", "amp_trials": "step_median_s"}[table]
+        spec = registry.TABLES[table].compare
+        if spec.last_of:  # one point per device: its last row (the warm-up's warm per-call time)
+            df = df.sort_values(spec.last_of).groupby(["backend", "device"], sort=False, as_index=False).tail(1)
+        median_col = spec.median
         for _, r in df.iterrows():
             point = sample_table.point_key(table, r)
             key = (table, str(r["backend"]), str(r["device"]), point)
@@ -199,8 +200,7 @@ def run_points(run: Run) -> pd.DataFrame:
                     entry[col] = _str(r.get(col)) if col in r.index else ""
             # rows written before method_version existed mean 0 (registry.ADDED_COLUMNS)
             entry["method_version"] = entry["method_version"] or str(registry.ADDED_COLUMNS["method_version"])
-            if table == "transfer":
-                entry["threads"] = "1"  # the transfer stage always times with one host thread
+            entry.update(spec.fixed)  # what the stage always has (the transfer stage times with one host thread)
             rows.append(entry)
     return pd.DataFrame(rows)
 
@@ -352,7 +352,7 @@ def provenance_diff(base_run: Run, cand_run: Run, base_pts: pd.DataFrame, cand_p
 def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False) -> pd.DataFrame:
     """Per (backend, device, workload, AMP mode) in both runs: each run's speedup over FP32 and accuracy difference
     (from its summary), and the change: candidate/baseline speedup ratio and accuracy-difference change, paired by
-    seed (the same seed is the same initial weights and data in both runs), with t intervals (``amp_stats``)."""
+    seed (the same seed is the same initial weights and data in both runs), with t intervals (``measure.paired``)."""
     cols = ["backend", "device", "device_name", "workload", "mode", "seeds", "baseline_speedup",
             "baseline_speedup_ci95_low", "baseline_speedup_ci95_high", "candidate_speedup",
             "candidate_speedup_ci95_low", "candidate_speedup_ci95_high", "speedup_diff", "speedup_ratio",

@@ -20,6 +20,7 @@ names the files.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import re
 import sys
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import (ChoiceLoader, Environment, FileSystemLoader, PackageLoader, PrefixLoader, StrictUndefined,
+                    select_autoescape)
 from markupsafe import Markup, escape
 
 from .. import __version__, backends, registry
@@ -315,51 +317,6 @@ def run_overview(tables, series, manifest) -> list[dict]:
     return out
 
 
-def point_rows(tables, series) -> dict:
-    """Every matmul point for the big table, grouped per device, flagged ones marked."""
-    mm = tables["matmul"]
-    if mm.empty:
-        return {"groups": [], "counts": [], "n": 0}
-    mm = S.with_series(mm, series)
-    order = {lab: i for i, lab in enumerate(series["label"])}
-    # rows of a backend without a device (status absent) get a grey group of their own
-    nodev = mm["label"].isna()
-    no_device = mm["backend"].astype(str) + " (no device)"
-    mm.loc[nodev, "device_label"] = no_device[nodev]
-    mm.loc[nodev, "label"] = (mm["run_id"].astype(str) + " · " + no_device)[nodev]
-    mm.loc[nodev, "color"] = "#bbbbbb"
-    mm.loc[nodev, "device"] = ""
-    mm = mm.assign(_o=mm["label"].map(order).fillna(len(order)), _d=mm["dtype"].map(
-        lambda d: S.DTYPE_ORDER.index(d) if d in S.DTYPE_ORDER else 99))
-    mm = mm.sort_values(["_o", "_d", "n"], kind="stable")
-    groups = []
-    for label, g in mm.groupby("label", sort=False):
-        first = g.iloc[0]
-        rows = []
-        for _, r in g.iterrows():
-            ratio = r["iqr_s"] / r["median_s"] if r["median_s"] == r["median_s"] and r["median_s"] else float("nan")
-            rows.append({
-                "dtype": S.DTYPE_LABEL.get(r["dtype"], _cell(r["dtype"])),
-                "n": (f"{r['shape_name']} {_shape_text(r['m'], r['n'], r['k'])}" if isinstance(r.get("shape_name"), str)
-                      and r.get("shape_name") else int(r["n"]) if r["n"] == r["n"] else ""),
-                "tflops": S.fmt_num(r["tflops"]), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
-                "median": S.fmt_time(r["median_s"]),
-                "ci": ("" if r["ci95_low_s"] != r["ci95_low_s"] else
-                       f"{S.fmt_time(r['ci95_low_s'])} – {S.fmt_time(r['ci95_high_s'])}"),
-                "iqr_pct": S.fmt_unit(ratio * 100, "%", 2), "repeats": "" if r["repeats"] != r["repeats"] else int(r["repeats"]),
-                "rel_error": S.fmt_num(r["rel_error"], 2), "rel_error_max": S.fmt_num(r["rel_error_max"], 2),
-                "threads": "" if r["threads"] != r["threads"] else int(r["threads"]),
-                "status": str(r["status"]), "flags": str(_cell(r["flags"])), "detail": str(_cell(r["status_detail"])),
-                "peak": S.fmt_num(r["peak_tflops"]), "peak_source": str(_cell(r["peak_source"])),
-                **point_telemetry_cells(r),
-            })
-        groups.append({"label": label, "device_label": first["device_label"], "color": first["color"],
-                       "run_id": first["run_id"], "device": first["device"], "rows": rows})
-    counts = mm["status"].value_counts()
-    statuses = [s for s in S.STATUS_INFO if s in counts] + sorted(set(counts.index) - set(S.STATUS_INFO))
-    return {"groups": groups, "counts": [{"status": s, "count": int(counts[s])} for s in statuses], "n": len(mm)}
-
-
 def point_telemetry_cells(r) -> dict:
     """A point's (or trial's) telemetry for the tables: clock, power, efficiency, throttling."""
     throttled = S.as_bool(r.get("throttled"))
@@ -419,153 +376,6 @@ def telemetry_section(tables, series) -> dict:
             "any_missing": any(n["missing"] or n["note"] for n in notes)}
 
 
-def warmup_rows(tables, series) -> list[dict]:
-    w = tables["warmup"]
-    if w.empty:
-        return []
-    w = S.with_series(w, series)
-    out = []
-    for label, g in w.groupby("label", sort=False):
-        r = g.iloc[0]
-        cold, warm = r["cold_s"], r["warm_s"]
-        stable = r["stable_at_iter"]
-        statuses = sorted(set(g["status"].astype(str)))
-        out.append({"label": label, "color": r["color"], "cold": S.fmt_time(cold),
-                    "warm": S.fmt_time(warm), "ratio": S.fmt_num(cold / warm) + "×" if warm else "—",
-                    "stable_at": "never" if stable != stable or stable < 0 else int(stable), "iters": len(g),
-                    "status": "ok" if statuses == ["ok"] else ", ".join(statuses)})
-    order = {lab: i for i, lab in enumerate(series["label"])}
-    return sorted(out, key=lambda x: order.get(x["label"], 99))
-
-
-def transfer_rows(tables, series) -> list[dict]:
-    t = tables["transfer"]
-    if t.empty:
-        return []
-    t = S.with_series(t, series).sort_values(["label", "direction", "memory", "size_bytes"])
-    return [{"label": r["label"], "color": r["color"], "direction": r["direction"], "memory": r["memory"],
-             "size": S.fmt_num(r["size_bytes"] / 2 ** 20) + " MiB", "gbps": S.fmt_num(r["gbps"]),
-             "median": S.fmt_time(r["median_s"]), "repeats": r["repeats"], "status": str(r["status"])}
-            for _, r in t.iterrows()]
-
-
-def _verdicts(points: pd.DataFrame) -> dict:
-    """(run_id, device, kind, point, dtype) -> the roofline row of that point."""
-    if points.empty:
-        return {}
-    return {(r["run_id"], r["device"], r["kind"], r["point"], r["dtype"]): r for r in points.to_dict("records")}
-
-
-def shape_rows(tables, series, points: pd.DataFrame) -> list[dict]:
-    """Every ``matmul.shapes`` point: its TFLOP/s with the 95% interval, % of peak, how it compares with the
-    best square point of the same device and dtype, its roofline verdict and status."""
-    mm = S.shape_points(tables["matmul"])
-    if mm.empty:
-        return []
-    best = S.best_tflops(tables["matmul"])
-    verdicts = _verdicts(points)
-    mm = S.with_series(mm, series)
-    order = {lab: i for i, lab in enumerate(series["label"])}
-    mm = mm.assign(_o=mm["label"].map(order).fillna(99), _d=mm["dtype"].map(
-        lambda d: S.DTYPE_ORDER.index(d) if d in S.DTYPE_ORDER else 99)).sort_values(["_o", "_d", "flops"])
-    out = []
-    for _, r in mm.iterrows():
-        sq = best[(best["run_id"] == r["run_id"]) & (best["device"] == r["device"]) & (best["dtype"] == r["dtype"])]
-        measured = not sq.empty and r["tflops"] == r["tflops"]
-        ratio = float(r["tflops"]) / float(sq["tflops"].iloc[0]) if measured else None
-        v = verdicts.get((r["run_id"], r["device"], "shape", r["shape_name"], r["dtype"]))
-        lo = r["flops"] / r["ci95_high_s"] / 1e12 if r["ci95_high_s"] == r["ci95_high_s"] else float("nan")
-        hi = r["flops"] / r["ci95_low_s"] / 1e12 if r["ci95_low_s"] == r["ci95_low_s"] else float("nan")
-        out.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
-                    "name": r["shape_name"], "shape": _shape_text(r["m"], r["n"], r["k"]),
-                    "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "tflops": S.fmt_num(r["tflops"]),
-                    "tflops_value": None if r["tflops"] != r["tflops"] else float(r["tflops"]),
-                    "ci": _tflops_ci(lo, hi), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
-                    "vs_square": "—" if ratio is None else f"{ratio:.2f}× (n={int(sq['n'].iloc[0])})",
-                    "verdict": v["verdict"] if v else "", "status": str(r["status"]),
-                    "detail": str(_cell(r["status_detail"]))})
-    return out
-
-
-def search_tables(tables, series) -> dict:
-    """The search per device and dtype (best shape, TFLOP/s and CI, share of the grid, time) and every
-    evaluation."""
-    search = tables.get("matmul_search")
-    if search is None or search.empty:
-        return {"summary": [], "evaluations": []}
-    best = S.with_series(S.best_search(search), series)
-    summary = []
-    for _, r in best.iterrows():
-        share = r["evaluated_shapes"] / r["grid_points"] if r["grid_points"] else float("nan")
-        summary.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
-                        "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "dtype_key": r["dtype"],
-                        "shape": _shape_text(r["m"], r["n"], r["k"]), "tflops": S.fmt_num(r["tflops"]),
-                        "tflops_value": float(r["tflops"]),
-                        "ci": _tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
-                        "pct": S.fmt_unit(r["pct_of_peak"], "%"),
-                        "shapes": f"{int(r['evaluated_shapes'])} of {int(r['grid_points'])}",
-                        "share": S.fmt_unit(100 * share, "%", 2), "evaluations": int(r["evaluations"]),
-                        "time": f"{S.fmt_time(r['search_s'])} of {S.fmt_time(r['budget_s'])}",
-                        "stop": str(_cell(r["stop_reason"])), "phase": str(r["phase"])})
-    ev = S.with_series(search[search["status"].astype(str) != "absent"], series)
-    evaluations = []
-    if not ev.empty:
-        ev = ev.sort_values(["label", "dtype", "evaluation"])
-        for _, r in ev.iterrows():
-            evaluations.append({"label": r["label"], "color": r["color"],
-                                "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]),
-                                "evaluation": "" if r["evaluation"] != r["evaluation"] else int(r["evaluation"]),
-                                "phase": str(_cell(r["phase"])),
-                                "shape": _shape_text(r["m"], r["n"], r["k"]) if r["m"] == r["m"] else "",
-                                "tflops": S.fmt_num(r["tflops"]),
-                                "ci": _tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
-                                "best": S.as_bool(r["best"]) is True, "status": str(r["status"])})
-    return {"summary": summary, "evaluations": evaluations}
-
-
-def membw_tables(tables, series) -> dict:
-    """Per device: the launch floor, copy and triad GB/s (with CI) at the largest size, the datasheet peak
-    and its source; and every measurement."""
-    bw = tables.get("membw")
-    if bw is None or bw.empty or "kernel" not in bw.columns:
-        return {"devices": [], "points": []}
-    roofs = R.device_roofs(bw)
-    bw = S.with_series(bw[bw["status"].astype(str) != "absent"], series)
-    devices = []
-    for label, g in bw.groupby("label", sort=False):
-        r = roofs[(roofs["run_id"] == g["run_id"].iloc[0]) & (roofs["device"] == g["device"].iloc[0])]
-        r = r.iloc[0] if len(r) else None
-        cells = {}
-        for kernel in ("copy", "triad"):
-            k = g[(g["kernel"] == kernel) & g["status"].isin(S.TRUSTED)]
-            if k.empty:
-                cells[kernel] = {"gbps": "—", "ci": "", "pct": "—"}
-                continue
-            top = k.loc[k["size_bytes"].idxmax()]
-            cells[kernel] = {"gbps": S.fmt_num(top["gbps"]),
-                             "ci": _tflops_ci(top["gbps_ci95_low"], top["gbps_ci95_high"]),
-                             "pct": S.fmt_unit(top["pct_of_peak"], "%")}
-        size = r["bandwidth_size_bytes"] if r is not None else float("nan")
-        cache = pd.to_numeric(g["cache_bytes"], errors="coerce").dropna()
-        devices.append({"label": label, "color": g["color"].iloc[0], "run_id": g["run_id"].iloc[0],
-                        "device": g["device"].iloc[0], "copy_bw": cells["copy"], "triad_bw": cells["triad"],
-                        "size": "—" if size != size else f"{S.fmt_num(size / 2 ** 20)} MiB",
-                        "cache": "—" if cache.empty else f"{S.fmt_num(cache.iloc[0] / 2 ** 20)} MiB",
-                        "beyond_cache": bool(r["beyond_cache"]) if r is not None else False,
-                        "launch": S.fmt_time(r["launch_s"]) if r is not None else "—",
-                        "launch_value": None if r is None or r["launch_s"] != r["launch_s"] else float(r["launch_s"]),
-                        "peak": S.fmt_unit(r["peak_gbps"], " GB/s") if r is not None else "—",
-                        "peak_source": str(_cell(g["peak_source"].iloc[0]))})
-    points = []
-    for _, r in bw.sort_values(["label", "kernel", "size_bytes"]).iterrows():
-        points.append({"label": r["label"], "color": r["color"], "kernel": r["kernel"],
-                       "size": ("" if r["size_bytes"] != r["size_bytes"] else
-                                f"{S.fmt_num(r['size_bytes'] / 2 ** 10)} KiB"),
-                       "gbps": S.fmt_num(r["gbps"]), "ci": _tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]),
-                       "median": S.fmt_time(r["median_s"]), "status": str(r["status"])})
-    return {"devices": devices, "points": points}
-
-
 def roofline_tables(points: pd.DataFrame, series) -> dict:
     """Counts of each verdict per device, the shapes, the search's best and the AMP steps with their verdicts
     (every point in the details)."""
@@ -588,99 +398,6 @@ def roofline_tables(points: pd.DataFrame, series) -> dict:
     rows = [row(r) for _, r in pts.iterrows()]
     highlights = [row(r) for _, r in pts[pts["kind"] != "square"].iterrows()]
     return {"counts": counts, "highlights": highlights, "all": rows}
-
-
-def amp_tables(tables, series) -> dict:
-    su, tr = tables["amp_summary"], tables["amp_trials"]
-    spj = {}  # mean samples per joule over a (run, device, workload, mode)'s trials
-    if not tr.empty and "samples_per_j" in tr.columns:
-        ok = tr[pd.to_numeric(tr["samples_per_j"], errors="coerce").notna()]
-        for key, g in ok.groupby([ok["run_id"].astype(str), ok["device"].astype(str), "workload", "mode"]):
-            spj[key] = float(pd.to_numeric(g["samples_per_j"]).mean())
-    summ = []
-    if not su.empty:
-        su = S.with_series(su[su["mode"].notna()], series).sort_values(["label", "workload", "mode"])
-        for _, r in su.iterrows():
-            summ.append({"label": r["label"], "color": r["color"], "workload": r["workload"], "mode": r["mode"],
-                         "trials": r["trials"], "step": S.fmt_time(r["step_s_mean"]),
-                         "speedup": S.fmt_unit(r["speedup"], "×"),
-                         "speedup_ci": f"{S.fmt_num(r['speedup_ci95_low'])}–{S.fmt_num(r['speedup_ci95_high'])}",
-                         "acc": S.fmt_num(r["test_acc_mean"]),
-                         "acc_diff": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.2f} pp",
-                         "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
-                         "note": r["note"] if isinstance(r["note"], str) else "",
-                         "spj": S.fmt_num(spj.get((str(r["run_id"]), str(r["device"]), r["workload"], r["mode"])))})
-    trials = []
-    if not tr.empty:
-        tr = S.with_series(tr, series).sort_values(["label", "workload", "mode", "seed"])
-        for _, r in tr.iterrows():
-            trials.append({"label": r["label"], "color": r["color"], "workload": r["workload"], "mode": r["mode"],
-                           "seed": r["seed"], "amp_dtype": r["amp_dtype"] if isinstance(r["amp_dtype"], str) else "",
-                           "step": S.fmt_time(r["step_median_s"]), "sps": S.fmt_num(r["samples_per_s"]),
-                           "mem": S.fmt_num(r["peak_mem_bytes"] / 2 ** 20) + " MiB", "mem_kind": r["mem_kind"],
-                           "loss": S.fmt_num(r["final_loss"]), "acc": S.fmt_num(r["test_acc"]),
-                           "skipped": r["skipped_steps"], "status": str(r["status"]),
-                           "spj": S.fmt_num(r.get("samples_per_j")), **point_telemetry_cells(r)})
-    return {"summary": summ, "trials": trials}
-
-
-SCALING_ENABLE_HINT = "scaling: {enabled: true}"
-
-
-def _tf(value) -> str:
-    v = S.as_bool(value)
-    return "—" if v is None else ("yes" if v else "NO")
-
-
-def scaling_section(tables, series) -> dict:
-    """The Scaling section: ``state`` is ``off`` (every row says scaling.enabled was false), ``none`` (no
-    scaling rows at all) or ``measured``; the summary rows, every collective point and every copy."""
-    sc, co, pc = tables["scaling"], tables["collectives"], tables["peer_copy"]
-    statuses = set(sc["status"].dropna().astype(str)) if not sc.empty else set()
-    if not statuses:
-        return {"state": "none", "hint": SCALING_ENABLE_HINT, "rows": [], "collectives": [], "copies": [],
-                "reasons": []}
-    if statuses <= {"disabled"}:
-        return {"state": "off", "hint": SCALING_ENABLE_HINT, "rows": [], "collectives": [], "copies": [],
-                "reasons": []}
-    # a backend's one row saying why nothing was measured (disabled, absent, unsupported) has no method
-    placeholder = sc["method"].isna() | (sc["method"].astype(str) == "")
-    reasons = sorted({f"{r['run_id']} · {r['backend']}: {r['status']}" + (f": {r.get('status_detail')}" if isinstance(
-        r.get("status_detail"), str) else "") for _, r in sc[placeholder].iterrows()})
-    measured = S.with_series(sc[~placeholder], series)
-    rows = []
-    for _, r in measured.sort_values(["label", "workload", "mode", "method", "world_size"]).iterrows():
-        ci = ("" if r["step_ci95_low_s"] != r["step_ci95_low_s"] else
-              f"{S.fmt_time(r['step_ci95_low_s'])} – {S.fmt_time(r['step_ci95_high_s'])}")
-        eff_ci = ("" if r["efficiency_ci95_low"] != r["efficiency_ci95_low"] else
-                  f"{S.fmt_num(r['efficiency_ci95_low'])}–{S.fmt_num(r['efficiency_ci95_high'])}")
-        rows.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
-                     "method": r["method"], "workload": r["workload"], "mode": r["mode"],
-                     "world_size": int(r["world_size"]) if r["world_size"] == r["world_size"] else "",
-                     "threads": "" if r["threads_per_rank"] != r["threads_per_rank"] else int(r["threads_per_rank"]),
-                     "pg": _cell(r["process_group"]) or "—", "sps": S.fmt_num(r["samples_per_s"]),
-                     "step": S.fmt_time(r["step_median_s"]), "step_ci": ci,
-                     "efficiency": S.fmt_num(r["scaling_efficiency"]), "efficiency_value": _cell(r["scaling_efficiency"]),
-                     "efficiency_ci": eff_ci, "loss": _tf(r["loss_matches_single"]),
-                     "tolerance": S.fmt_num(r.get("loss_tolerance"), 2), "status": str(r["status"]),
-                     "detail": str(_cell(r.get("status_detail", "")))})
-    coll = []
-    if not co.empty:
-        c = S.with_series(co[co["collective"].notna() & (co["collective"].astype(str) != "")], series)
-        for _, r in c.sort_values(["label", "collective", "world_size", "size_bytes"]).iterrows():
-            coll.append({"label": r["label"], "color": r["color"], "collective": r["collective"],
-                         "world_size": int(r["world_size"]) if r["world_size"] == r["world_size"] else "",
-                         "size": S.fmt_num(r["size_bytes"]) + " B", "time": S.fmt_time(r["median_s"]),
-                         "algbw": S.fmt_num(r["algbw_gbps"]), "busbw": S.fmt_num(r["busbw_gbps"]),
-                         "status": str(r["status"])})
-    copies = []
-    if not pc.empty:
-        for _, r in pc[~pc["status"].isin(["disabled", "absent"])].iterrows():
-            copies.append({"backend": r["backend"], "src": _cell(r["src"]), "dst": _cell(r["dst"]),
-                           "peer": _cell(r["peer"]), "gbps": S.fmt_num(r["gbps"]), "status": str(r["status"]),
-                           "detail": str(_cell(r.get("status_detail", "")))})
-    return {"state": "measured", "hint": SCALING_ENABLE_HINT, "rows": rows, "collectives": coll, "copies": copies,
-            "reasons": reasons}
 
 
 def reference_summary(tables) -> list[dict]:
@@ -763,12 +480,9 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
             missing_figures.append(str(plots_dir / f"{name}.png"))
         figures[name] = {"uri": uri, "name": name, **caption(captions_dir, name)}
     best = summary_best(tables, series)
-    points = R.roofline_points(tables)
     speedup = summary_speedup(tables, series)
     amp = summary_amp(tables, series)
-    transfer = transfer_rows(tables, series)
-    telemetry = telemetry_section(tables, series)
-    return {
+    ctx = {
         "version": __version__,
         "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "manifest": manifest,
@@ -786,20 +500,10 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "env": runs_side_by_side(tables, series),
         "run_overview": run_overview(tables, series, manifest),
         "figures": figures,
-        "points": point_rows(tables, series),
         "status_info": [{"status": s, "fg": fg, "bg": bg, "text": t} for s, (fg, bg, t) in S.STATUS_INFO.items()],
         "status_colors": {**{s: {"fg": fg, "bg": bg} for s, (fg, bg, _) in S.STATUS_INFO.items()},
                           "incomplete": {"fg": "#8a2c00", "bg": "#fff4e5"}},
-        "warmup": warmup_rows(tables, series),
-        "transfer": transfer,
-        "transfer_measured": any(r["status"] == "ok" for r in transfer),
-        "amp_tables": amp_tables(tables, series),
-        "scaling": scaling_section(tables, series),
-        "telemetry": telemetry,
-        "shapes": shape_rows(tables, series, points),
-        "search": search_tables(tables, series),
-        "membw": membw_tables(tables, series),
-        "roofline": roofline_tables(points, series),
+        "roofline_points": R.roofline_points(tables),
         "launch_factor": R.LAUNCH_FACTOR,
         "files_read": manifest.get("files_read", []),
         "references": reference_summary(tables),
@@ -808,10 +512,36 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
                            "same": {"fg": "#3d3d3d", "bg": "#eeeeee"},
                            "inconclusive": {"fg": "#7a4a00", "bg": "#fdf0d5"}},
     }
+    # every section's variables, from its declaration's context hook (registry.SECTIONS, in page order)
+    sections = []
+    for section in registry.SECTIONS.values():
+        if section.context is not None:
+            ctx.update(section.context.load()(tables, series, ctx))
+        sections.append({"name": section.name, "title": section.title, "include": section.include})
+    ctx["sections"] = sections
+    return ctx
+
+
+def roofline_context(tables, series, ctx) -> dict:
+    return {"roofline": roofline_tables(ctx["roofline_points"], series)}
+
+
+def telemetry_context(tables, series, ctx) -> dict:
+    return {"telemetry": telemetry_section(tables, series)}
+
+
+def template_loader() -> ChoiceLoader:
+    """The report's template, and each section's partial as ``<package>/<file>`` from the package that declares
+    it (a stage plug-in's own folder)."""
+    folders = {}
+    for section in registry.SECTIONS.values():
+        spec = importlib.util.find_spec(section.package)
+        folders[section.package] = FileSystemLoader(list(spec.submodule_search_locations))
+    return ChoiceLoader([PackageLoader("accelbench.reporting", "templates"), PrefixLoader(folders, delimiter="/")])
 
 
 def render(context: dict) -> str:
-    env = Environment(loader=PackageLoader("accelbench.reporting", "templates"), autoescape=select_autoescape(["j2", "html"]),
+    env = Environment(loader=template_loader(), autoescape=select_autoescape(["j2", "html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.get_template("report.html.j2").render(**context)
 

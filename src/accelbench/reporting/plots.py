@@ -25,7 +25,7 @@ figure with nothing to show says so in words instead of being left out:
   hollow markers are ``launch_bound`` (``reporting.roofline``).
 
 One colour per (run, device) in every figure (``tables.series``), from the colour-blind palette. The
-figure names are ``registry.FIGURES``; ``make_figures`` draws each with the function ``DRAW`` names.
+figure names are ``registry.FIGURES``; ``make_figures`` draws each with its declaration's ``draw`` hook.
 """
 
 from __future__ import annotations
@@ -944,30 +944,24 @@ def write_comparison_figure(points: pd.DataFrame, baseline: str, candidate: str,
     return written
 
 
-# figure name (registry.FIGURES) -> how it is drawn
-DRAW = {
-    "matmul_tflops": lambda plt, sns, tables, series: fig_matmul(plt, sns, tables, series, "tflops"),
-    "matmul_pct_of_peak": lambda plt, sns, tables, series: fig_matmul(plt, sns, tables, series, "pct_of_peak"),
-    "speedup": fig_speedup,
-    "warmup": fig_warmup,
-    "transfer": fig_transfer,
-    "amp_step_time": fig_amp_step_time,
-    "amp_loss": fig_amp_loss,
-    "scaling_efficiency": fig_scaling_efficiency,
-    "collective_busbw": fig_collective_busbw,
-    "peer_copy": fig_peer_copy,
-    "telemetry": fig_telemetry,
-    "matmul_soak": fig_matmul_soak,
-    "membw": fig_membw,
-    "roofline": fig_roofline,
-}
+def fig_matmul_tflops(plt, sns, tables, series):
+    return fig_matmul(plt, sns, tables, series, "tflops")
+
+
+def fig_matmul_pct_of_peak(plt, sns, tables, series):
+    return fig_matmul(plt, sns, tables, series, "pct_of_peak")
+
+
+def drawer(name: str):
+    """How figure ``name`` is drawn: its declaration's ``draw`` hook (registry.FIGURES), loaded now."""
+    return registry.FIGURES[name].draw.load()
 
 
 def make_figures(tables: dict) -> dict:
     """name -> matplotlib Figure for every name in FIGURES."""
     plt, sns = _setup()
     series = S.series(tables)
-    return {name: DRAW[name](plt, sns, tables, series) for name in FIGURES}
+    return {name: drawer(name)(plt, sns, tables, series) for name in FIGURES}
 
 
 def write_figures(aggregate_dir: str | Path, out_dir: str | Path) -> list[Path]:

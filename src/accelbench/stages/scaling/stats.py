@@ -33,8 +33,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..measure.timing import median_ci95
-from .amp_stats import speedup_ci
+from ...measure.timing import median_ci95
+from ...measure.paired import speedup_ci
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 

@@ -40,17 +40,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import registry
-from ..run import launch
-from ..run.io import Checkpoint, atomic_write_csv
-from . import amp
-from .common import add_device_stage_arguments, start
+from ... import registry
+from ...run import launch
+from ...run.io import Checkpoint, atomic_write_csv
+from ..amp import measure as amp
+from ..common import add_device_stage_arguments, start
 from .peer_copy import matrix_rows
-from .scaling_rank import RESULT_KEY, RESULTS, plan as rank_plan
-from .scaling_stats import (auto_world_sizes, loss_matches, loss_max_rel_diff, loss_tolerance, step_stats,
+from .rank import RESULT_KEY, RESULTS, plan as rank_plan
+from .stats import (auto_world_sizes, loss_matches, loss_max_rel_diff, loss_tolerance, step_stats,
                             summarize)
 
-RANK_MODULE = "accelbench.stages.scaling_rank"
+RANK_MODULE = "accelbench.stages.scaling.rank"
 TABLES = ("scaling_trials", "scaling", "collectives", "peer_copy")
 DISABLED_DETAIL = ("scaling.enabled is false (the default: it would lengthen the default run); "
                    "set scaling: {enabled: true} in the config to measure multi-device scaling")

@@ -1,4 +1,4 @@
-"""One rank of the scaling stage's world: ``python -m accelbench.stages.scaling_rank``, started by
+"""One rank of the scaling stage's world: ``python -m accelbench.stages.scaling.rank``, started by
 ``torch.distributed.run`` (which sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and the
 rendezvous address), one process per device (on the CPU: per share of the granted cores).
 
@@ -34,13 +34,13 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel
 
-from .. import backends
-from ..run.io import Checkpoint
-from ..run.launch import write_pid_file
-from ..run.provenance import read_run_info
-from . import amp
+from ... import backends
+from ...run.io import Checkpoint
+from ...run.launch import write_pid_file
+from ...run.provenance import read_run_info
+from ..amp import measure as amp
 from .collectives import TorchCollectives, measure_collective
-from .scaling_stats import message_sizes
+from .stats import message_sizes
 
 RESULTS = "results.jsonl"
 RESULT_KEY = ("kind", "key")
@@ -161,7 +161,7 @@ def _env_int(name: str, default: int | None = None) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m accelbench.stages.scaling_rank", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m accelbench.stages.scaling.rank", description=__doc__.splitlines()[0])
     p.add_argument("--run-file", required=True, help="results/<run>/run.json (its config says what to train and time)")
     p.add_argument("--backend", required=True, choices=backends.NAMES)
     p.add_argument("--out-dir", required=True, help="where the ranks write their pids and rank 0 results.jsonl")

@@ -32,9 +32,9 @@ import math
 import timeit
 from typing import Callable
 
-from ..measure.failures import failure_status, one_line
-from ..measure.timing import MIN_BLOCKS, summarize
-from .scaling_stats import (algbw_gbps, busbw_factor, busbw_gbps, collective_buffer_bytes, collective_elements)
+from ...measure.failures import failure_status, one_line
+from ...measure.timing import MIN_BLOCKS, summarize
+from .stats import (algbw_gbps, busbw_factor, busbw_gbps, collective_buffer_bytes, collective_elements)
 
 MAX_BLOCKS = 50
 MAX_CALLS = 10_000

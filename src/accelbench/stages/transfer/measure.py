@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import registry
-from ..measure import samples as sample_table
-from ..measure.failures import failure_status, one_line
-from ..measure.timing import Measurer, TimingStats, is_unstable
-from ..run.io import atomic_write_csv
-from .common import add_device_stage_arguments, start
+from ... import registry
+from ...measure import samples as sample_table
+from ...measure.failures import failure_status, one_line
+from ...measure.timing import Measurer, TimingStats, is_unstable
+from ...run.io import atomic_write_csv
+from ..common import add_device_stage_arguments, start
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pageable", "pinned")

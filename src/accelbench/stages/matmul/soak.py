@@ -22,8 +22,8 @@ import math
 import time
 from typing import Callable
 
-from ..measure import telemetry as tm
-from ..measure.failures import failure_status, one_line
+from ...measure import telemetry as tm
+from ...measure.failures import failure_status, one_line
 
 MEASURED = ("ok", "unstable")
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .. import registry
-from ..measure import samples as sample_table
-from ..measure.stability import synced_call, warm_up
-from ..run.io import atomic_write_csv
-from .common import add_device_stage_arguments, start
+from ... import registry
+from ...measure import samples as sample_table
+from ...measure.stability import synced_call, warm_up
+from ...run.io import atomic_write_csv
+from ..common import add_device_stage_arguments, start
 
 TABLE = registry.TABLES["warmup"]
 COLUMNS = TABLE.all_columns

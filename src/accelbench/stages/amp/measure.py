@@ -50,15 +50,15 @@ import numpy as np
 import pandas as pd
 import torch.nn.functional as F
 
-from .. import registry
-from ..backends import AmpPolicy, Backend
-from ..measure import telemetry as tm
-from ..measure import samples as sample_table
-from ..measure.failures import first_line
-from ..run.config import check_amp_config
-from ..run.io import Checkpoint, atomic_write_csv
-from .amp_stats import summarize_trials
-from .common import add_device_stage_arguments, start
+from ... import registry
+from ...backends import AmpPolicy, Backend
+from ...measure import telemetry as tm
+from ...measure import samples as sample_table
+from ...measure.failures import first_line
+from ...run.config import check_amp_config
+from ...run.io import Checkpoint, atomic_write_csv
+from .stats import summarize_trials
+from ..common import add_device_stage_arguments, start
 
 BASELINE = "fp32"
 STATUSES = ("ok", "nan", "oom", "unsupported", "error", "absent")

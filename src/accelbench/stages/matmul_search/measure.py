@@ -32,12 +32,12 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from .. import registry
-from ..measure import shape_search
-from ..measure.timing import Measurer
-from ..run.io import Checkpoint, atomic_write_csv
-from .common import add_device_stage_arguments, start
-from .matmul import Settings, Shape, TorchMatmul, _Unusable, measure_point, peak_safe, predict_point_s
+from ... import registry
+from ...measure import shape_search
+from ...measure.timing import Measurer
+from ...run.io import Checkpoint, atomic_write_csv
+from ..common import add_device_stage_arguments, start
+from ..matmul.measure import Settings, Shape, TorchMatmul, _Unusable, measure_point, peak_safe, predict_point_s
 
 TABLE = registry.TABLES["matmul_search"]
 COLUMNS = TABLE.all_columns

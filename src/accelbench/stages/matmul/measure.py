@@ -56,16 +56,16 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import registry
-from ..backends import DTYPES, Backend
-from ..measure import telemetry as tm
-from ..measure import samples as sample_table
-from ..measure.failures import failure_status, one_line
-from ..measure.timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
-from ..run.config import shape_label
-from ..run.io import Checkpoint, atomic_write_csv
-from .common import add_device_stage_arguments, start
-from .matmul_soak import run_soak, soak_rows_for
+from ... import registry
+from ...backends import DTYPES, Backend
+from ...measure import telemetry as tm
+from ...measure import samples as sample_table
+from ...measure.failures import failure_status, one_line
+from ...measure.timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
+from ...run.config import shape_label
+from ...run.io import Checkpoint, atomic_write_csv
+from ..common import add_device_stage_arguments, start
+from .soak import run_soak, soak_rows_for
 
 # First match wins: a point that did not run has exactly one of the first five.
 STATUS_PRECEDENCE = ("error", "oom", "unsupported", "absent", "skipped_budget", "invalid", "wrong_result", "unstable")

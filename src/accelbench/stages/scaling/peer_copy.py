@@ -23,8 +23,8 @@ import math
 import timeit
 from typing import Callable
 
-from ..measure.failures import failure_status, one_line
-from ..measure.timing import Measurer
+from ...measure.failures import failure_status, one_line
+from ...measure.timing import Measurer
 
 PEER_MODES = ("on", "off")
 

@@ -1,0 +1,225 @@
+"""What a stage declares about itself: the plug-in API (``registry.PLUGINS`` lists the plug-ins).
+
+A stage is a package ``accelbench/stages/<name>/``. Its ``__init__.py`` holds ``PLUGIN = Stage(...)``, a
+declaration that imports only this module and ``accelbench.columns`` (the standard library only); its
+measuring code (``measure.py``), figure drawers, section context builder and template partial are sibling
+files of that package, reached through ``Hook`` strings, so reading every declaration (the CLI listing its
+subcommands, the Snakefile, the docs) never imports torch, pandas, matplotlib or a backend.
+
+The registry collects the declarations into ``STAGES``, ``TABLES``, ``FIGURES`` and ``SECTIONS``; the rules,
+aggregate, plots, report, compare, profiles and tests read those, with no per-stage branches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+
+from . import columns as C
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A lazy reference ``"package.module:attribute"``: ``load()`` imports the module then and returns it."""
+
+    target: str
+
+    def load(self):
+        module, _, attr = self.target.partition(":")
+        obj = importlib.import_module(module)
+        return getattr(obj, attr) if attr else obj
+
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class Compare:
+    """What ``accelbench compare`` (and history) matches on for a table: its point identity is the table's
+    ``identity``; ``median`` the column with the point's time (lower is better when ``lower_is_better``)."""
+
+    median: str = "median_s"
+    lower_is_better: bool = True
+    ci: tuple[str, str] | None = None
+    last_of: str | None = None  # one point per device: its last row by this column (the warm-up's warm call)
+    fixed: dict = field(default_factory=dict)  # provenance values the stage always has (transfer: threads 1)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One tidy table: written per run and backend by its stage (``file``, with ``{backend}``), gathered over
+    every run by ``accelbench aggregate`` into ``aggregate/<name>.csv``.
+
+    ``columns``: the documented contract, in order (aggregate refuses a file without one, except an ``added``
+    column, which files written before it existed may lack: their rows get its default); ``extra`` is written
+    after them; ``numeric`` must hold numbers; ``statuses`` the allowed values of ``status`` (empty: any);
+    ``identity``: the columns besides backend and device that name one measured point (two runs' rows with
+    equal values measured the same thing); ``identity_fill``: identity columns a row leaves out of its key when
+    empty or equal to the named column (a square matmul point's m and k are its n); ``describe``: a column's
+    "unit — meaning" for the docs; ``samples``: its raw-samples Parquet file (with ``{backend}``) or None;
+    ``since``: a config key every run writing this table has (a run made before the table existed lacks it).
+    ``stage`` is filled in by the registry.
+    """
+
+    name: str
+    file: str | None
+    columns: tuple[str, ...]
+    extra: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    identity: tuple[str, ...] = ()
+    identity_fill: dict = field(default_factory=dict)
+    describe: dict = field(default_factory=dict)
+    compare: Compare | None = None
+    samples: str | None = None
+    since: str | None = None
+    added_defaults: dict = field(default_factory=dict)  # this table's own added columns and their defaults
+    added_from: dict = field(default_factory=dict)      # added columns that older files fill from another column
+    # aggregate's completeness check of one file: check(df, table, config, path, problems, run_id)
+    check: Hook | None = None
+    reports_threads: bool = False  # its threads column is the run's thread count (the runs table shows it)
+    stage: str = ""
+
+    def expected_from(self, config: dict | None) -> bool:
+        """Whether a run with this (stored) config writes this table; always, when no config is given."""
+        return config is None or self.since is None or self.since in config
+
+    @property
+    def all_columns(self) -> list[str]:
+        return [*self.columns, *self.extra]
+
+    def filename(self, backend: str) -> str:
+        return self.file.format(backend=backend)
+
+    def samples_filename(self, backend: str) -> str:
+        return self.samples.format(backend=backend)
+
+    @property
+    def pattern(self) -> re.Pattern:
+        from .backends import NAMES  # lazy: the names come from the backend classes, read when a file is matched
+
+        head, _, tail = self.file.partition("{backend}")
+        names = "|".join(map(re.escape, NAMES))  # not any word: matmul_search_cpu.csv is no matmul file
+        return re.compile(f"^{re.escape(head)}(?P<backend>{names}){re.escape(tail)}$")
+
+    @property
+    def added(self) -> dict:
+        """Documented columns added after files without them were written, and the value such files mean."""
+        known = {**C.ADDED_COLUMNS, **self.added_defaults}
+        return {c: v for c, v in known.items() if c in self.columns}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report, saved as ``plots/<name>.png`` and ``.svg``; ``draw(plt, sns, tables, series)``
+    returns a matplotlib figure. Its text is its Snakemake report caption, ``workflow/report/<name>.rst``."""
+
+    name: str
+    tables: tuple[str, ...]
+    draw: Hook | None = None
+    category: str = "Plots"
+
+    @property
+    def caption(self) -> str:
+        return f"{self.name}.rst"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the HTML report: ``context(tables, series, ctx) -> dict`` builds the template's variables
+    (merged into the report's context); ``template`` a Jinja file in the plug-in's package, included as
+    ``<package>/<template>``. The nav lists the sections by ``order``."""
+
+    name: str
+    title: str
+    order: int
+    context: Hook | None = None
+    template: str = "section.html.j2"
+    package: str = ""  # filled in by the registry: the plug-in package the template lives in
+
+    @property
+    def include(self) -> str:
+        """The template's name for the report's Jinja loader."""
+        return f"{self.package}/{self.template}"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a stage's job asks for. ``gpu``: one device of the backend when the backend class says it is an
+    accelerator (profiles never name backends); ``whole_node``: every device of a node (config
+    cluster.gpus_per_node GPUs and one host thread per GPU)."""
+
+    mem_mb: int = 2000
+    runtime_min: int = 10
+    gpu: bool = True
+    whole_node: bool = False
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One ``accelbench`` subcommand; for pipeline stages also one Snakemake rule (``rule``).
+
+    ``kind``: ``run`` (once per run), ``device`` (one job per backend, measuring every device of it, in the
+    backend's image), ``report`` (over every run under results/), ``tool`` (not a rule). ``entry``: the module
+    with ``add_arguments(parser)`` and ``cli(args)`` (a module path or a Hook). ``method_version``: bumped
+    whenever the way a device stage measures changes, so a comparison across runs can tell a changed method
+    from a changed machine. ``since_config_key``: runs whose config lacks this dotted key were made before the
+    stage existed. ``defaults``/``schema``: the stage's config section ``config[config_key]``. ``gpu_check``:
+    the stage's small config section for bench/gpu_check.sh. After collection (``registry.STAGES``),
+    ``tables`` holds the tables' names (their declarations are in ``registry.TABLES``).
+    """
+
+    name: str
+    help: str
+    kind: str
+    entry: str | Hook
+    tables: tuple = ()
+    figures: tuple[Figure, ...] = ()
+    sections: tuple[Section, ...] = ()
+    config_key: str | None = None
+    defaults: dict = field(default_factory=dict)
+    schema: dict = field(default_factory=dict)
+    resources: Resources = Resources()
+    method_version: int | None = None
+    accelerators_only: bool = False
+    checkpoint: bool = False
+    since_config_key: str | None = None
+    gpu_check: dict = field(default_factory=dict)
+
+    @property
+    def module(self) -> str:
+        return self.entry.module if isinstance(self.entry, Hook) else self.entry
+
+    @property
+    def rule(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def mem_mb(self) -> int:
+        return self.resources.mem_mb
+
+    @property
+    def runtime_min(self) -> int:
+        return self.resources.runtime_min
+
+    @property
+    def whole_node(self) -> bool:
+        return self.resources.whole_node
+
+    def applies_to(self, backend: str) -> bool:
+        from .backends import is_accelerator  # lazy: asked of the backend classes only when a job is planned
+
+        return not self.accelerators_only or is_accelerator(backend)
+
+    def expected_in(self, config: dict | None) -> bool:
+        """Whether a run with this (defaults-filled) config ran this stage (None: a current run, yes)."""
+        if config is None or not self.since_config_key:
+            return True
+        node = config
+        for part in self.since_config_key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True

@@ -1,0 +1,60 @@
+"""The matmul stage: a matrix-multiplication sweep over sizes x dtypes (and named shapes) on every device of a
+backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``)."""
+
+from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
+                        TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+
+STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
+PLOTS = "accelbench.reporting.plots"
+
+PLUGIN = Stage(
+    "matmul", "matrix-multiplication sweep over sizes x dtypes on every device of a backend", "device",
+    entry="accelbench.stages.matmul.measure",
+    tables=(
+        Table("matmul", "matmul_{backend}.csv",
+              cols(PROVENANCE, DEVICE, (
+                  "dtype", "shape_name", "m", "n", "k", "flops", "threads", "allow_tf32", "median_s", "iqr_s",
+                  "ci95_low_s", "ci95_high_s", "repeats", "tflops", "peak_tflops", "peak_source", "pct_of_peak",
+                  "rel_error", "rel_error_max", "status", "flags", "status_detail"), DEVICE_WARMUP, TELEMETRY,
+                  ("gflop_per_j",), THROTTLE, ("clock_ramp",)),
+              extra=("blocks", "input_sets", "predicted_s", "torch_dtype") + TELEMETRY_EXTRA,
+              numeric=("m", "n", "k", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats",
+                       "tflops", "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max", "gflop_per_j")
+              + TELEMETRY_NUMERIC,
+              statuses=STATUSES,
+              identity=("device_name", "dtype", "shape_name", "m", "n", "k", "allow_tf32"),
+              # a square point leaves out its empty shape_name and its m and k (its n), so square points keep the
+              # keys they had before (m, n, k) shapes existed and old runs still match new ones
+              identity_fill={"shape_name": None, "m": "n", "k": "n"},
+              compare=Compare(median="median_s", ci=("ci95_low_s", "ci95_high_s")),
+              samples="matmul_{backend}_samples.parquet",
+              added_defaults={"shape_name": "", "gflop_per_j": None, "clock_ramp": None},
+              # a matmul file from before shapes holds square points only, so its m and k are its n
+              added_from={"m": "n", "k": "n"},
+              check=Hook("accelbench.reporting.aggregate:check_matmul_points"), reports_threads=True),
+        Table("matmul_soak", "matmul_soak_{backend}.csv",
+              cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
+                   ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
+              extra=("status_detail",) + TELEMETRY_EXTRA,
+              numeric=("n", "interval", "t_s", "interval_s", "calls", "tflops", "gflop_per_j") + TELEMETRY_NUMERIC,
+              since="telemetry", added_defaults={"gflop_per_j": None}),
+        Table("telemetry_matmul", "telemetry_matmul_{backend}.csv",
+              cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
+              since="telemetry"),
+    ),
+    figures=(
+        Figure("matmul_tflops", ("matmul",), draw=Hook(f"{PLOTS}:fig_matmul_tflops")),
+        Figure("matmul_pct_of_peak", ("matmul",), draw=Hook(f"{PLOTS}:fig_matmul_pct_of_peak")),
+        Figure("speedup", ("matmul",), draw=Hook(f"{PLOTS}:fig_speedup")),
+        Figure("matmul_soak", ("matmul_soak",), draw=Hook(f"{PLOTS}:fig_matmul_soak")),
+    ),
+    sections=(
+        Section("matmul", "Matmul", 10),
+        Section("shapes", "Shapes", 20, context=Hook("accelbench.stages.matmul.report:shapes_context"),
+                template="shapes.html.j2"),
+        Section("points", "All points", 110, context=Hook("accelbench.stages.matmul.report:points_context"),
+                template="points.html.j2"),
+    ),
+    config_key="matmul", resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
+)

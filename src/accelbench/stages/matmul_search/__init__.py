@@ -1,0 +1,29 @@
+"""The matmul-search stage: search (m, n, k) for the highest matmul TFLOP/s within a time budget (``measure.py``;
+off by default: config matmul.search)."""
+
+from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
+from ...plugin import Hook, Resources, Section, Stage, Table
+from ..matmul import STATUSES
+
+PLUGIN = Stage(
+    "matmul-search",
+    "search (m, n, k) for the highest matmul TFLOP/s within a time budget (matmul.search; off by default)", "device",
+    entry="accelbench.stages.matmul_search.measure",
+    tables=(
+        Table("matmul_search", "matmul_search_{backend}.csv",
+              cols(PROVENANCE, DEVICE, (
+                  "dtype", "m", "n", "k", "flops", "phase", "evaluation", "threads", "median_s", "iqr_s",
+                  "ci95_low_s", "ci95_high_s", "repeats", "tflops", "tflops_ci95_low", "tflops_ci95_high",
+                  "peak_tflops", "pct_of_peak", "rel_error", "status", "best", "grid_points", "evaluated_shapes",
+                  "search_s", "budget_s", "stop_reason", "status_detail"), DEVICE_WARMUP),
+              extra=("method", "min_run_time_s", "allow_tf32", "blocks", "input_sets", "predicted_s", "flags",
+                     "peak_source", "rel_error_max"),
+              numeric=("m", "n", "k", "flops", "evaluation", "threads", "median_s", "iqr_s", "ci95_low_s",
+                       "ci95_high_s", "repeats", "tflops", "tflops_ci95_low", "tflops_ci95_high", "peak_tflops",
+                       "pct_of_peak", "rel_error", "grid_points", "evaluated_shapes", "search_s", "budget_s"),
+              statuses=STATUSES, check=Hook("accelbench.reporting.aggregate:check_search_points")),
+    ),
+    sections=(Section("search", "Search", 30, context=Hook("accelbench.stages.matmul_search.report:context")),),
+    resources=Resources(mem_mb=16000, runtime_min=60), method_version=1, checkpoint=True,
+    since_config_key="matmul.search",
+)

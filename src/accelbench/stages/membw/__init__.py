@@ -1,0 +1,31 @@
+"""The membw stage: device-local memory bandwidth (copy, triad) across sizes, and the launch-latency floor
+(``measure.py``)."""
+
+from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, cols
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+
+STATUSES = ("ok", "unstable", *FAILURES)
+
+PLUGIN = Stage(
+    "membw", "device-local memory bandwidth (copy, triad) across sizes, and the launch-latency floor", "device",
+    entry="accelbench.stages.membw.measure",
+    tables=(
+        Table("membw", "membw_{backend}.csv",
+              cols(PROVENANCE, DEVICE, (
+                  "kernel", "size_bytes", "bytes_moved", "threads", "median_s", "iqr_s", "ci95_low_s",
+                  "ci95_high_s", "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps", "peak_source",
+                  "pct_of_peak", "cache_bytes", "status"), DEVICE_WARMUP),
+              extra=("blocks", "status_detail"),
+              numeric=("size_bytes", "bytes_moved", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
+                       "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps", "pct_of_peak",
+                       "cache_bytes"),
+              statuses=STATUSES, identity=("device_name", "kernel", "size_bytes"),
+              compare=Compare(median="median_s", ci=("ci95_low_s", "ci95_high_s")),
+              samples="membw_{backend}_samples.parquet",
+              check=Hook("accelbench.reporting.aggregate:check_membw_points")),
+    ),
+    figures=(Figure("membw", ("membw",), draw=Hook("accelbench.reporting.plots:fig_membw")),),
+    sections=(Section("membw", "Memory", 40, context=Hook("accelbench.stages.membw.report:context")),),
+    config_key="membw", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
+    since_config_key="membw",
+)

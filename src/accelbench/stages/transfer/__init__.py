@@ -1,0 +1,24 @@
+"""The transfer stage: host<->device copy bandwidth, pageable and pinned (``measure.py``)."""
+
+from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
+from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+
+PLUGIN = Stage(
+    "transfer", "host<->device copy bandwidth (pageable and pinned)", "device",
+    entry="accelbench.stages.transfer.measure",
+    tables=(
+        Table("transfer", "transfer_{backend}.csv",
+              cols(PROVENANCE, DEVICE, ("direction", "memory", "size_bytes", "median_s", "iqr_s", "repeats", "gbps",
+                                        "status"), DEVICE_WARMUP),
+              extra=("ci95_low_s", "ci95_high_s", "blocks", "status_detail"),
+              numeric=("size_bytes", "median_s", "iqr_s", "repeats", "gbps"),
+              identity=("device_name", "direction", "memory", "size_bytes"),
+              # the stage always times with one host thread
+              compare=Compare(median="median_s", fixed={"threads": "1"}),
+              samples="transfer_{backend}_samples.parquet"),
+    ),
+    figures=(Figure("transfer", ("transfer",), draw=Hook("accelbench.reporting.plots:fig_transfer")),),
+    sections=(Section("transfer", "Transfer", 70, context=Hook("accelbench.stages.transfer.report:context")),),
+    config_key="transfer", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
+    accelerators_only=True,
+)
