@@ -34,6 +34,7 @@ PLUGINS: tuple[str, ...] = (
     "accelbench.stages.membw",
     "accelbench.stages.transfer",
     "accelbench.stages.amp",
+    "accelbench.stages.attention",
     "accelbench.stages.scaling",
 )
 
