@@ -2,10 +2,6 @@
 the float64 check catching a planted wrong result, refusals and OOM as point statuses with the sweep going
 on, the kernel selection per device (fakes: untested on hardware), the stage on the CPU end to end, the
 figures and the report section, and the plug-in declaration's consistency.
-
-Until the plug-in registry lands (the architecture branch), ``accelbench.plugin`` and ``accelbench.columns``
-may be missing: ``_install_spec_stand_ins`` then provides the spec's declaration types so the package can be
-tested directly; with the real modules present it does nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +10,7 @@ import ast
 import importlib
 import json
 import math
-import sys
 import types
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -26,96 +20,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 PKG_DIR = ROOT / "src" / "accelbench" / "stages" / "attention"
 
-
-def _install_spec_stand_ins() -> None:
-    try:
-        import accelbench.columns
-        import accelbench.plugin  # noqa: F401
-        return
-    except ImportError:
-        pass
-    from accelbench import registry
-
-    plugin = types.ModuleType("accelbench.plugin")
-
-    @dataclass(frozen=True)
-    class Hook:
-        target: str
-
-        def load(self):
-            module, _, attr = self.target.partition(":")
-            return getattr(importlib.import_module(module), attr)
-
-    @dataclass(frozen=True)
-    class Compare:
-        median: str = "median_s"
-        lower_is_better: bool = True
-        ci: tuple | None = None
-
-    @dataclass(frozen=True)
-    class Table:
-        name: str
-        file: str
-        columns: tuple
-        extra: tuple = ()
-        numeric: tuple = ()
-        statuses: tuple = ()
-        identity: tuple = ()
-        describe: dict = field(default_factory=dict)
-        compare: Compare | None = None
-        samples: str | None = None
-        since: str | None = None
-
-    @dataclass(frozen=True)
-    class Figure:
-        name: str
-        tables: tuple
-        draw: Hook | None = None
-        category: str = "Plots"
-
-    @dataclass(frozen=True)
-    class Section:
-        name: str
-        title: str
-        order: int
-        context: Hook | None = None
-        template: str = "section.html.j2"
-
-    @dataclass(frozen=True)
-    class Resources:
-        mem_mb: int = 2000
-        runtime_min: int = 10
-        gpu: bool = True
-        whole_node: bool = False
-
-    @dataclass(frozen=True)
-    class Stage:
-        name: str
-        help: str
-        kind: str
-        entry: object = None
-        tables: tuple = ()
-        figures: tuple = ()
-        sections: tuple = ()
-        config_key: str | None = None
-        defaults: dict = field(default_factory=dict)
-        schema: dict = field(default_factory=dict)
-        resources: Resources = Resources()
-        method_version: int | None = None
-        accelerators_only: bool = False
-        checkpoint: bool = False
-        since_config_key: str | None = None
-        gpu_check: dict = field(default_factory=dict)
-
-    for cls in (Hook, Compare, Table, Figure, Section, Resources, Stage):
-        setattr(plugin, cls.__name__, cls)
-    columns = types.ModuleType("accelbench.columns")
-    columns.PROVENANCE, columns.DEVICE = registry.PROVENANCE, registry.DEVICE
-    columns.DEVICE_WARMUP = registry.DEVICE_WARMUP
-    sys.modules["accelbench.plugin"], sys.modules["accelbench.columns"] = plugin, columns
-
-
-_install_spec_stand_ins()
 
 from accelbench import backends, registry
 from accelbench.measure.timing import summarize
@@ -385,20 +289,11 @@ TINY = {"kernels": ["flash", "math"], "dtypes": ["bfloat16", "float32"], "fp8": 
         "causal": [False, True], "min_run_time_s": 0.002}
 
 
-@pytest.fixture
-def stage_registered(monkeypatch):
-    """The stage in registry.STAGES (the harness asks it for the method version); the plug-in registry does
-    this once the architecture lands."""
-    if "attention" not in registry.STAGES:
-        monkeypatch.setitem(registry.STAGES, "attention", registry.Stage(
-            "attention", PLUGIN.entry, PLUGIN.help, "device", method_version=PLUGIN.method_version))
-
-
 def write_run(tmp_path, section: dict) -> str:
     from accelbench.run.config import config_hash, with_defaults
 
-    full = with_defaults({"run": "t", "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5}})
-    full["attention"] = {**PLUGIN.defaults, **section, "cpu": {}}
+    full = with_defaults({"run": "t", "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+                          "attention": {**section, "host": {}}})
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"run": "t", "config": full, "config_hash": config_hash(full), "git_commit": "abc",
                                 "accelbench_version": "0"}))
@@ -415,15 +310,8 @@ def run_cli(*argv) -> int:
 def cpu_run(tmp_path_factory):
     """The stage's CLI on the CPU at a tiny size (16 points x 2 modes)."""
     tmp = tmp_path_factory.mktemp("attention")
-    mp = pytest.MonkeyPatch()
-    if "attention" not in registry.STAGES:
-        mp.setitem(registry.STAGES, "attention", registry.Stage(
-            "attention", PLUGIN.entry, PLUGIN.help, "device", method_version=PLUGIN.method_version))
-    try:
-        run = write_run(tmp, TINY)
-        assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp)) == 0
-    finally:
-        mp.undo()
+    run = write_run(tmp, TINY)
+    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp)) == 0
     return tmp
 
 
@@ -457,7 +345,7 @@ def test_cpu_end_to_end_samples_and_checkpoint(cpu_run):
     assert len(lines) == len(df)
 
 
-def test_cpu_absent_backend_writes_one_row(tmp_path, stage_registered):
+def test_cpu_absent_backend_writes_one_row(tmp_path):
     run = write_run(tmp_path, TINY)
     assert run_cli("--run-file", run, "--backend", "cuda", "--threads", "1", "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(tmp_path / "attention_cuda.csv")

@@ -80,8 +80,8 @@ DEFAULTS = {
     "memory_fraction": 0.8,       # a point whose predicted working set exceeds this share of free memory: oom, not run
     "rel_error_max": {"float32": 1.0e-4, "bfloat16": 3.0e-2, "float16": 5.0e-3, "float8_e4m3fn": 1.5e-1},
     "peak_tflops": {},
-    # the CPU is ~100x slower: its sweep replaces these keys (the default pipeline stays short)
-    "cpu": {"kernels": ["flash", "math"], "dtypes": ["bfloat16", "float32"], "fp8": False, "batch": 1, "heads": 4,
+    # the host (the CPU) is ~100x slower: its sweep replaces these keys (the default pipeline stays short)
+    "host": {"kernels": ["flash", "math"], "dtypes": ["bfloat16", "float32"], "fp8": False, "batch": 1, "heads": 4,
             "seq_lens": [64, 128, 256], "head_dims": [64], "min_run_time_s": 0.02},
 }
 
@@ -115,8 +115,8 @@ SCHEMA = {
                         "default": {}, "propertyNames": {"enum": ["cpu", "cuda", "rocm", "mps", "xla", "xpu"]},
                         "additionalProperties": {"type": "object", "propertyNames": {"enum": list(DTYPES)},
                                                  "additionalProperties": _POS}},
-        "cpu": {"description": "sweep keys replaced on the CPU backend", "type": "object",
-                "additionalProperties": False, "default": DEFAULTS["cpu"], "properties": _SWEEP},
+        "host": {"description": "sweep keys replaced where the backend is the host (the CPU), not an accelerator",
+                 "type": "object", "additionalProperties": False, "default": DEFAULTS["host"], "properties": _SWEEP},
     },
 }
 

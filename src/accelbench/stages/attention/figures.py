@@ -19,6 +19,9 @@ import math
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 TRUSTED = ("ok", "unstable")
 KERNEL_MARKERS = {"flash": "o", "efficient": "s", "cudnn": "D", "math": "^"}
@@ -30,8 +33,6 @@ def labelled(df: pd.DataFrame, series: pd.DataFrame | None) -> pd.DataFrame:
     """``df`` with each (run, device)'s ``label`` and ``color``: the report's series where it has them, else
     the device and its model in a colour of the colour-blind palette (a series list that does not know this
     table's devices yet)."""
-    import seaborn as sns
-
     out = df.copy()
     out["run_id"] = out["run_id"].astype(str)
     out["device"] = out["device"].astype(str)
@@ -93,15 +94,13 @@ def _seq_axis(ax, values) -> None:
 
 
 def _plain_log_y(ax) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def _line_colors(df: pd.DataFrame, sns) -> dict:
+def _line_colors(df: pd.DataFrame) -> dict:
     """One colour per (device, kernel, dtype) line set: several kernels of one device must be told apart."""
     keys = sorted(set(zip(df["label"], df["kernel"], df["dtype"])), key=str)
     palette = sns.color_palette("colorblind", max(len(keys), 1)).as_hex()
@@ -114,8 +113,6 @@ def _legend(fig, handles, labels, rows_hint: int) -> None:
 
 
 def fig_tflops(plt, sns, tables, series):
-    from matplotlib.lines import Line2D
-
     title = "Attention (scaled_dot_product_attention): TFLOP/s against sequence length, per kernel and dtype"
     df = trusted(tables)
     if df.empty:
@@ -123,7 +120,7 @@ def fig_tflops(plt, sns, tables, series):
     df = labelled(_largest_head_dim(df), series)
     modes = [m for m in MODE_TITLE if m in set(df["mode"])]
     fig, axes = plt.subplots(1, len(modes), figsize=(6.0 * len(modes), 4.6), squeeze=False)
-    colors = _line_colors(df, sns)
+    colors = _line_colors(df)
     handles, labels, seen = [], [], set()
     for ax, mode in zip(axes[0], modes):
         d = df[df["mode"] == mode]
@@ -156,8 +153,6 @@ def fig_tflops(plt, sns, tables, series):
 
 
 def fig_memory(plt, sns, tables, series):
-    from matplotlib.lines import Line2D
-
     title = "Attention: memory one call needed beyond its inputs, against sequence length"
     df = trusted(tables)
     if not df.empty:
@@ -169,7 +164,7 @@ def fig_memory(plt, sns, tables, series):
     df = labelled(_largest_head_dim(df), series)
     modes = [m for m in MODE_TITLE if m in set(df["mode"])]
     fig, axes = plt.subplots(1, len(modes), figsize=(6.0 * len(modes), 4.4), squeeze=False)
-    colors = _line_colors(df, sns)
+    colors = _line_colors(df)
     handles, labels, seen = [], [], set()
     for ax, mode in zip(axes[0], modes):
         d = df[(df["mode"] == mode) & ~df["causal"]]

@@ -59,6 +59,7 @@ unit-tested with fakes; the CPU path runs end to end.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import math
 import time
@@ -67,6 +68,17 @@ import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import pandas as pd
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from ... import backends
+from ...backends.base import proc_status_bytes
+from ...measure import samples as sample_table
+from ...measure.failures import failure_status, first_line, one_line
+from ...measure.timing import Measurer
+from ...run.io import Checkpoint, atomic_write_csv, atomic_write_parquet
+from ..common import add_device_stage_arguments, start
 from . import DTYPES, IDENTITY, KERNELS, MODES, PLUGIN, TABLE
 
 STAGE = PLUGIN.name
@@ -77,7 +89,15 @@ STATUS_PRECEDENCE = ("error", "oom", "unsupported", "absent", "invalid", "wrong_
 SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
                  "math": "MATH"}
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
-CPU_KERNELS = ("flash", "math")  # torch's CPU has these two SDPA kernels (no memory-efficient, no cuDNN)
+# SDPA kernels a backend's devices never have (torch has no memory-efficient or cuDNN kernel on the CPU, no cuDNN
+# on ROCm): left out of its plan. The backend classes hold no SDPA facts (yet), so they are this table.
+NEVER_KERNELS = {"cpu": ("efficient", "cudnn"), "rocm": ("cudnn",)}
+# Kernels a torch build may lack on a backend, and how to ask it: kernel -> (query(torch) -> bool, reason).
+KERNEL_QUERIES = {"cuda": {
+    "flash": (lambda t: t.backends.cuda.is_flash_attention_available(),
+              "flash attention is not compiled into this torch build"),
+    "cudnn": (lambda t: t.backends.cudnn.is_available(), "cuDNN is not available"),
+}}
 WARMUP_S = 0.05
 MAX_WARMUP_CALLS = 1000
 CHECK_ROWS = 128
@@ -158,11 +178,11 @@ def predicted_bytes(p: Point) -> float:
 
 
 def sweep_config(cfg: dict, backend_name: str) -> dict:
-    """The attention section as the sweep uses it on ``backend_name``: on the CPU its ``cpu`` keys replace
-    the general ones."""
-    out = {k: v for k, v in cfg.items() if k != "cpu"}
-    if backend_name == "cpu":
-        out.update(cfg.get("cpu") or {})
+    """The attention section as the sweep uses it on ``backend_name``: where the backend is the host (not an
+    accelerator: the CPU) its ``host`` keys replace the general ones."""
+    out = {k: v for k, v in cfg.items() if k != "host"}
+    if not backends.is_accelerator(backend_name):
+        out.update(cfg.get("host") or {})
     return out
 
 
@@ -190,25 +210,20 @@ def _call_or_reason(fn, what: str) -> str | None:
 
 def device_kernels(torch, backend_name: str, configured) -> list[tuple[str, str | None]]:
     """The configured kernels this device can have, each with None or the reason it is not available here
-    (its points become ``unsupported`` without running). Kernels a device type never has (memory-efficient
-    and cuDNN on the CPU, cuDNN on ROCm) are left out. Asked of torch, not assumed: a kernel torch has no
+    (its points become ``unsupported`` without running). Kernels a backend's devices never have
+    (``NEVER_KERNELS``) are left out. Asked of torch, not assumed (``KERNEL_QUERIES``): a kernel torch has no
     ``SDPBackend`` member for, flash not compiled into a CUDA build, cuDNN missing."""
     sdpb = getattr(getattr(getattr(torch, "nn", None), "attention", None), "SDPBackend", None)
-    wanted = [k for k in KERNELS if k in configured]
-    if backend_name == "cpu":
-        wanted = [k for k in wanted if k in CPU_KERNELS]
-    elif backend_name == "rocm":
-        wanted = [k for k in wanted if k != "cudnn"]
+    never = NEVER_KERNELS.get(backend_name, ())
+    queries = KERNEL_QUERIES.get(backend_name, {})
     out = []
-    for k in wanted:
+    for k in (k for k in KERNELS if k in configured and k not in never):
         reason = None
         if sdpb is None or not hasattr(sdpb, SDPA_BACKENDS[k]):
             reason = f"this torch has no torch.nn.attention.SDPBackend.{SDPA_BACKENDS[k]}"
-        elif backend_name == "cuda" and k == "flash":
-            reason = _call_or_reason(lambda: torch.backends.cuda.is_flash_attention_available(),
-                                     "flash attention is not compiled into this torch build")
-        elif backend_name == "cuda" and k == "cudnn":
-            reason = _call_or_reason(lambda: torch.backends.cudnn.is_available(), "cuDNN is not available")
+        elif k in queries:
+            query, what = queries[k]
+            reason = _call_or_reason(lambda q=query: q(torch), what)
         out.append((k, reason))
     return out
 
@@ -217,8 +232,6 @@ def failure(exc: BaseException, backend=None, reasons: list[str] | None = None) 
     """(status, one line) of an exception at a point: ``oom`` (the backend's OOM test or the usual messages),
     ``unsupported`` (a kernel refusing: torch's words, ``UNSUPPORTED_MARKERS``) or ``error``. ``reasons`` are
     the warnings torch gave while refusing, added to the error's first line."""
-    from accelbench.measure.failures import failure_status, first_line
-
     status = failure_status(exc, backend)
     msg = str(exc).lower()
     if status == "error" and (isinstance(exc, NotImplementedError) or any(m in msg for m in UNSUPPORTED_MARKERS)):
@@ -405,9 +418,6 @@ class TorchAttention:
         self.seed = seed
         self.cut = backend.graph_cut()
         self._tensors: dict = {}
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         self._sdpb, self._sdpa_kernel, self._sdpa = SDPBackend, sdpa_kernel, F.scaled_dot_product_attention
 
     def _seed(self, *parts) -> int:
@@ -529,8 +539,6 @@ class TorchAttention:
                 module = getattr(self.torch, self.device.split(":")[0], None)
                 return float(module.memory_allocated(self.device))
             if kind == "rss":
-                from accelbench.backends.base import proc_status_bytes
-
                 value = proc_status_bytes("VmRSS")
                 return float(value) if value is not None else None
         except Exception:  # a counter missing on this device: the work memory stays null
@@ -572,8 +580,6 @@ class TorchAttention:
 def _malloc_trim() -> None:
     """Give the C heap's free memory back to the system (glibc; a no-op elsewhere)."""
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the reading is a lower bound, as documented
         pass
@@ -591,8 +597,6 @@ def peak_for(backend, info: dict, dtype: str, threads: int, overrides: dict) -> 
         peak, source = backend.peak_tflops(info, dtype, threads, {})
         bound = backend.peak_is_bound(info, False)
     except Exception as exc:
-        from accelbench.measure.failures import one_line
-
         return None, f"unknown ({one_line(exc, 120)})", True
     return (float(peak) if peak else None), str(source), bool(bound)
 
@@ -600,17 +604,11 @@ def peak_for(backend, info: dict, dtype: str, threads: int, overrides: dict) -> 
 def point_key(row: dict) -> str:
     """``kernel=flash|dtype=bfloat16|...``: which point a row is, as ``measure.samples.point_key`` spells it
     (the identity without device_name)."""
-    from accelbench.measure.samples import canonical
-
-    return "|".join(f"{c}={canonical(row.get(c))}" for c in IDENTITY if c != "device_name")
+    return "|".join(f"{c}={sample_table.canonical(row.get(c))}" for c in IDENTITY if c != "device_name")
 
 
 def samples_frame(rows: list[dict]):
     """The raw per-block times of every measured row as the samples table (``measure.samples.COLUMNS``)."""
-    import pandas as pd
-
-    from accelbench.measure import samples as sample_table
-
     records = []
     for row in rows:
         values = row.get(SAMPLES_KEY) or ()
@@ -628,15 +626,11 @@ def samples_frame(rows: list[dict]):
 
 
 def add_arguments(p) -> None:
-    from accelbench.stages.common import add_device_stage_arguments
-
     add_device_stage_arguments(p)
 
 
 def write(out_dir: str, backend_name: str, rows: list[dict]) -> tuple[str, str]:
     """The table and the samples file of this stage (names from the plug-in's declaration)."""
-    from accelbench.run.io import atomic_write_csv, atomic_write_parquet
-
     table = f"{out_dir}/{TABLE.file.format(backend=backend_name)}"
     samples = f"{out_dir}/{TABLE.samples.format(backend=backend_name)}"
     atomic_write_csv(table, [{k: v for k, v in r.items() if k != SAMPLES_KEY} for r in rows], columns=COLUMNS)
@@ -646,9 +640,6 @@ def write(out_dir: str, backend_name: str, rows: list[dict]) -> tuple[str, str]:
 
 def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callable[[str], None] = print) -> list[dict]:
     """Measure every device of the started stage ``st`` (``stages.common.StageStart``) and write the files."""
-    from accelbench.measure.timing import Measurer
-    from accelbench.run.io import Checkpoint
-
     if not st.devices:
         rows = [st.absent_row()]
         write(out_dir, st.backend.name, rows)
@@ -684,8 +675,6 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
 
 
 def cli(args) -> int:
-    from accelbench.stages.common import start
-
     st = start(STAGE, args.run_file, args.backend, args.threads)
     run_stage(st, args.out_dir, args.checkpoint)
     return 0
