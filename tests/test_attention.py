@@ -326,7 +326,9 @@ def test_cpu_end_to_end_table_has_every_documented_column(cpu_run):
                                               r["mode"]), axis=1)
     assert (df["flops"] == hand).all()
     assert (df["tflops"] - df["flops"] / df["median_s"] / 1e12).abs().max() < 1e-9
-    assert (df["ci95_low_s"] <= df["median_s"]).all() and (df["median_s"] <= df["ci95_high_s"]).all()
+    ci = df[df["ci95_low_s"].notna()]  # an interval wherever 6 blocks fitted in the time bound (nearly always)
+    assert len(ci) >= len(df) // 2
+    assert (ci["ci95_low_s"] <= ci["median_s"]).all() and (ci["median_s"] <= ci["ci95_high_s"]).all()
     assert (df["rel_error"] < df["rel_error_max"]).all()
     assert (df["mem_kind"].isin(["rss", "rss_process_peak"])).all() and (df["peak_mem_bytes"] > 0).all()
     assert set(df["sdpa_backend"]) == {"FLASH_ATTENTION", "MATH"}
@@ -340,7 +342,8 @@ def test_cpu_end_to_end_samples_and_checkpoint(cpu_run):
     keys = set(df.apply(lambda r: att.point_key(r.to_dict()), axis=1))
     assert set(samples["point"]) == keys and len(keys) == len(df)
     per = samples.groupby("point").size()
-    assert (per >= 6).all()  # the Measurer's least number of blocks
+    blocks = df.assign(point=df.apply(lambda r: att.point_key(r.to_dict()), axis=1)).set_index("point")["blocks"]
+    assert (per == blocks.loc[per.index]).all()  # one sample per timed block of the row
     lines = (cpu_run / "checkpoints" / "attention_cpu.jsonl").read_text().splitlines()
     assert len(lines) == len(df)
 

@@ -656,10 +656,10 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
     checkpoint = Checkpoint(path, CHECKPOINT_KEY)
 
     def att_for(device):
-        # at most 10 x min_run_time_s of timed blocks per point (the Measurer's default floor is 1 s): a busy
-        # host's slow calls cost a point its interval, not the pipeline its time budget
+        # at most 10 x min_run_time_s (at least 0.2 s) of timed blocks per point, where the Measurer's own floor is
+        # 1 s: a busy host's slow calls cost a point its interval, not the pipeline its time budget
         measurer = Measurer(st.backend.synced_timer(device), min_run_time_s=float(cfg["min_run_time_s"]),
-                            threads=st.threads, max_run_time_s=10 * float(cfg["min_run_time_s"]))
+                            threads=st.threads, max_run_time_s=max(0.2, 10 * float(cfg["min_run_time_s"])))
         return TorchAttention(device, st.backend, measurer=measurer, seed=int(st.config.get("seed", 0)))
 
     def free_for(device):
