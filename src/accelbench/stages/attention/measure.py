@@ -68,7 +68,6 @@ import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import pandas as pd
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -77,7 +76,7 @@ from ...backends.base import proc_status_bytes
 from ...measure import samples as sample_table
 from ...measure.failures import failure_status, first_line, one_line
 from ...measure.timing import Measurer
-from ...run.io import Checkpoint, atomic_write_csv, atomic_write_parquet
+from ...run.io import Checkpoint, atomic_write_csv
 from ..common import add_device_stage_arguments, start
 from . import DTYPES, IDENTITY, KERNELS, MODES, PLUGIN, TABLE
 
@@ -103,7 +102,7 @@ MAX_WARMUP_CALLS = 1000
 CHECK_ROWS = 128
 FULL_CHECK_SCORES = 2 ** 22  # b·h·s_q·s_k up to this: gradients checked at the point's own shape
 GRAD_CHECK_SEQ = 256
-SAMPLES_KEY = "samples_s"  # a row's per-block times, for the samples file only (never a CSV column)
+SAMPLES_KEY = sample_table.SAMPLES_KEY  # a row's per-block times, for the samples file only (never a CSV column)
 # torch's words for a kernel refusing a point; its RuntimeError says only "No viable backend ..."
 UNSUPPORTED_MARKERS = ("no viable backend", "only supports", "not supported", "not implemented",
                        "not compiled", "unsupported", "not available")
@@ -602,47 +601,27 @@ def peak_for(backend, info: dict, dtype: str, threads: int, overrides: dict) -> 
 
 
 def point_key(row: dict) -> str:
-    """``kernel=flash|dtype=bfloat16|...``: which point a row is, as ``measure.samples.point_key`` spells it
-    (the identity without device_name)."""
-    return "|".join(f"{c}={sample_table.canonical(row.get(c))}" for c in IDENTITY if c != "device_name")
-
-
-def samples_frame(rows: list[dict]):
-    """The raw per-block times of every measured row as the samples table (``measure.samples.COLUMNS``)."""
-    records = []
-    for row in rows:
-        values = row.get(SAMPLES_KEY) or ()
-        try:
-            calls = max(1, int(row.get("repeats")) // int(row.get("blocks")))
-        except (TypeError, ValueError, ZeroDivisionError):
-            calls = 1
-        version = sample_table.canonical(row.get("method_version"))
-        base = {"run_id": row.get("run_id", ""), "method_version": int(version) if version.isdigit() else 0,
-                "backend": row.get("backend", ""), "device": row.get("device", ""), "table": TABLE.name,
-                "point": point_key(row)}
-        records += [{**base, "sample": i, "sample_s": float(v), "calls": calls, "steady": True}
-                    for i, v in enumerate(values)]
-    return pd.DataFrame(records, columns=sample_table.COLUMNS).astype(sample_table.DTYPES)
+    """``kernel=flash|dtype=bfloat16|...``: which point a row is (``measure.samples.point_key``: the identity
+    without device_name)."""
+    return sample_table.point_key(TABLE.name, row)
 
 
 def add_arguments(p) -> None:
     add_device_stage_arguments(p)
 
 
-def write(out_dir: str, backend_name: str, rows: list[dict]) -> tuple[str, str]:
-    """The table and the samples file of this stage (names from the plug-in's declaration)."""
-    table = f"{out_dir}/{TABLE.file.format(backend=backend_name)}"
-    samples = f"{out_dir}/{TABLE.samples.format(backend=backend_name)}"
-    atomic_write_csv(table, [{k: v for k, v in r.items() if k != SAMPLES_KEY} for r in rows], columns=COLUMNS)
-    atomic_write_parquet(samples, samples_frame(rows))
-    return table, samples
+def write(st, out_dir: str, rows: list[dict]) -> None:
+    """The table (``attention_<backend>.csv``) and its raw samples (``measure.samples``), registry file names."""
+    atomic_write_csv(st.out_path(out_dir, TABLE.name), [{k: v for k, v in r.items() if k != SAMPLES_KEY}
+                                                       for r in rows], columns=COLUMNS)
+    st.write_samples(out_dir, sample_table.from_block_rows(TABLE.name, rows))
 
 
 def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callable[[str], None] = print) -> list[dict]:
     """Measure every device of the started stage ``st`` (``stages.common.StageStart``) and write the files."""
     if not st.devices:
         rows = [st.absent_row()]
-        write(out_dir, st.backend.name, rows)
+        write(st, out_dir, rows)
         log(f"{STAGE}: {st.absent_reason}")
         return rows
     cfg = sweep_config({**PLUGIN.defaults, **(st.config.get(PLUGIN.config_key) or {})}, st.backend.name)
@@ -652,8 +631,7 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
     torch = st.backend.torch
     kernels = device_kernels(torch, st.backend.name, cfg["kernels"])
     points = plan_points(cfg, [k for k, _ in kernels], plan_dtypes(cfg, torch))
-    path = checkpoint_path or f"{out_dir}/checkpoints/{STAGE}_{st.backend.name}.jsonl"
-    checkpoint = Checkpoint(path, CHECKPOINT_KEY)
+    checkpoint = Checkpoint(st.checkpoint_path(out_dir, checkpoint_path), CHECKPOINT_KEY)
 
     def att_for(device):
         # at most 10 x min_run_time_s (at least 0.2 s) of timed blocks per point, where the Measurer's own floor is
@@ -672,7 +650,7 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
                  peak_for=lambda d, dt: peak_for(st.backend, st.info(d), dt, st.threads, cfg.get("peak_tflops")),
                  unavailable=dict(kernels), checkpoint=checkpoint, config_hash=st.run_info["config_hash"],
                  threads=st.threads, free_for=free_for, log=log)
-    write(out_dir, st.backend.name, rows)
+    write(st, out_dir, rows)
     return rows
 
 
