@@ -821,13 +821,6 @@ def test_multinode_example_passes_a_dry_run(tmp_path):
 
 # ---- the report and the figures ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    from fixture_runs import build
-
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
-
 
 def svg_words(path: Path) -> str:
     import xml.etree.ElementTree as ET

@@ -10,15 +10,10 @@ import pytest
 
 from accelbench.reporting import tables as S
 from accelbench.reporting.plots import load_tables
-from fixture_runs import build, make_pre_telemetry, write_cpu_run
+from fixture_runs import make_pre_telemetry, write_cpu_run
 from test_plots import svg_text
 from test_report import parse, raw_table
 
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
 
 
 def test_planted_throttling_is_a_warning_in_the_summary(fixtures):
