@@ -1,8 +1,8 @@
 # accelbench: how fast is this accelerator, really?
 #   snakemake --cores 4                      # the default CPU run (config.yaml)
 #   snakemake --cores 4 --configfile my.yaml # another config
-# Stages (accelbench.registry.STAGES): run_info -> detect -> warmup -> matmul -> transfer -> amp
-#   (the device stages, one job per backend) -> aggregate -> plots -> report
+# Stages (accelbench.registry.STAGES): run-info -> detect -> the device stages (registry.PLUGINS, one job per
+#   backend, in order) -> aggregate -> plots -> report
 
 from snakemake.utils import min_version
 

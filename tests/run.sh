@@ -2,7 +2,14 @@
 # Set up everything the test suite needs, then run it. The README's test command and CI's.
 #   bash tests/run.sh            # all tests, real Podman, SLURM and Chromium included (needs root + apt)
 #   bash tests/run.sh -k config  # extra arguments go to pytest
+#   bash tests/run.sh --quick    # the inner loop: everything but the slow tests (-m "not slow": the real
+#                                # pipeline, the subprocess benchmarks and the real-tool tests); no system tools
 set -euo pipefail
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then
+  QUICK=1
+  shift
+fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
@@ -14,6 +21,9 @@ fi
 export PATH="$ROOT/.venv/bin:$PATH"
 
 # 2. System tools for the real-tool tests: Podman (containers), SLURM (cluster), Chromium (report)
+if [ "$QUICK" = 1 ]; then
+  exec python -m pytest -ra -m "not slow" "$@"
+fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   bash .ci/setup-system.sh
   # the tools are installed now: a missing one must fail its tests, not skip them

@@ -13,9 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a subprocess benchmark
 def test_harness_fidelity_prints_factors_then_the_ratio_last():
     out = subprocess.run(
         [sys.executable, str(REPO / "bench" / "harness_fidelity.py"), "--sizes", "48", "64", "--threads", "1",
@@ -69,6 +72,7 @@ def test_gpu_check_dry_run_fails_when_the_budgets_pass_the_limit():
     assert gpu_check("--bogus").returncode == 2
 
 
+@pytest.mark.slow  # a subprocess benchmark
 def test_gpu_headline_prints_key_lines_for_each_point(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_headline.py"), "--device", "cpu", "--dtypes",
                           "float32", "--sizes", "64", "--min-run-time", "0.01", "--out", str(tmp_path)],
@@ -112,6 +116,9 @@ def test_gpu_summary_lists_every_registry_table_and_the_headlines(tmp_path):
     assert not any("mlp fp32: speedup" in line for line in lines)
     assert "KEY amp_cuda_steps.csv: missing (stage cut short?); 2 points in amp_cuda.jsonl" in lines
     assert lines[-1] == "KEY report: not written"
+
+
+@pytest.mark.slow  # a subprocess benchmark
 def test_telemetry_overhead_prints_the_on_off_ratio_last():
     """bench/telemetry_overhead.py runs (tiny sizes) and its last line is the geometric mean of the per-size
     on/off ratios it printed (the figure itself is measured on a quiet machine and kept in the README)."""
@@ -137,6 +144,7 @@ def _last_ratio(stdout: str) -> tuple[float, float]:
     return ratio, share
 
 
+@pytest.mark.slow  # a subprocess benchmark
 def test_search_quality_on_the_synthetic_device_prints_the_ratio_and_the_share():
     """--fake: the method alone (no timing), so its numbers are exact: the known optimum of a 4096-shape grid
     found measuring a few percent of it."""
@@ -148,6 +156,7 @@ def test_search_quality_on_the_synthetic_device_prints_the_ratio_and_the_share()
     assert "exhaustive: best 896x1024x768" in out.stdout
 
 
+@pytest.mark.slow  # a subprocess benchmark
 def test_search_quality_runs_on_the_cpu():
     """A real (tiny) run: exhaustive, search and the side-by-side rounds all happen; the numbers live in the
     README, measured on a quiet machine."""
@@ -160,6 +169,9 @@ def test_search_quality_runs_on_the_cpu():
     assert ratio > 0 and share == 100.0  # a 2 x 2 x 2 grid: the coarse grid is all of it
     assert re.search(r"search 1: best \d+x\d+x\d+ [\d.e+-]+ TFLOP/s", out.stdout)
     assert "exhaustive: best" in out.stdout
+
+
+@pytest.mark.slow  # a subprocess benchmark
 def test_compare_power_reports_false_alarms_and_detection_over_200_resamplings(tmp_path):
     """On two synthetic runs of one quiet config (30 blocks a point, 1% log-normal spread, the same medians) the
     bench must find no false alarm at the default min effect and every planted 10% slowdown; the numbers come

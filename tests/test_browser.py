@@ -19,7 +19,6 @@ import pytest
 
 from accelbench import registry
 
-from fixture_runs import build
 
 pytestmark = pytest.mark.browser
 
@@ -78,11 +77,6 @@ def open_report(driver, report: Path) -> dict:
             failed.append(message["params"])
     return {"console": driver.get_log("browser"), "requests": requests, "failed": failed}
 
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
 
 
 @pytest.mark.parametrize("name", ["two_runs", "incomplete", "compared"])

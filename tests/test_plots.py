@@ -10,17 +10,11 @@ import pytest
 
 from accelbench.reporting import tables as S
 from accelbench.reporting.plots import FIGURES, load_tables
-from fixture_runs import build
 
 RULE_PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss",
               "scaling_efficiency", "collective_busbw", "peer_copy", "telemetry", "matmul_soak", "membw", "roofline"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
 
 
 def svg_text(path) -> str:

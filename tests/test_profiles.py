@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from accelbench import registry
+from accelbench import backends, registry
 from tiny_config import TINY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -228,35 +228,48 @@ def test_local_every_benchmark_holds_the_bench_token(local_jobs):
         assert job["resources"].get("gpu", 0) == (1 if job["backend"] == "cuda" or job["rule"] == "detect" else 0), job
 
 
-def test_example_profiles_mirror_the_rules_memory_and_runtime(local_jobs):
-    """SGE and HTCondor need memory/time under their own resource names, which the example
-    profiles spell out per rule: they must say what the rules say (mem_mb, runtime)."""
-    rules = {}
+def test_rules_give_every_scheduler_the_memory_and_runtime(local_jobs):
+    """SGE and HTCondor need memory/time under their own resource names: the rules set them per job from the
+    stage's declared resources (common.smk scheduler_resources), so the example profiles list no rule."""
     for job in local_jobs:
-        rules[job["rule"]] = job["resources"]
-    sge_profile = load_profile("sge")
-    sge, sge_default = sge_profile["set-resources"], sge_profile["default-resources"]["sge_mem_per_slot"]
-    condor = load_profile("htcondor")["set-resources"]
-    for rule, res in rules.items():
-        per_slot = sge.get(rule, {}).get("sge_mem_per_slot", sge_default)
-        assert max(map(int, re.findall(r"\d+", per_slot))) == res["mem_mb"], rule
-        assert int(condor[rule]["htcondor_request_mem_mb"]) == res["mem_mb"], rule
-        assert int(condor[rule]["allowed_execute_duration"]) == 60 * res["runtime"], rule
+        res = job["resources"]
+        assert int(res["htcondor_request_mem_mb"]) == res["mem_mb"], job
+        assert int(res["allowed_execute_duration"]) == 60 * res["runtime"], job
+        assert int(res["sge_mem_per_slot"]) == max(1, res["mem_mb"] // job["threads"]), job
+    for name in ("htcondor", "lsf", "sge", "kubernetes"):
+        assert not load_profile(name).get("set-resources"), name
 
 
-def test_example_profiles_ask_for_gpus_only_on_gpu_backends():
-    """The per-backend expressions of the LSF, SGE, HTCondor and Kubernetes examples, evaluated
-    the way snakemake evaluates them (eval with `wildcards`)."""
-    keys = {"lsf": "lsf_extra", "sge": "sge_gpu", "htcondor": "request_gpus", "kubernetes": "gpu_manufacturer"}
-    for name, key in keys.items():
-        set_res = load_profile(name)["set-resources"]
-        for rule in BENCH_RULES:
-            expr = set_res[rule][key]
-            for backend in ("cpu", "cuda", "rocm"):
-                value = eval(expr, {"wildcards": SimpleNamespace(backend=backend), "threads": 1})
-                asks = value not in (None, "", "-x", 0)
-                assert asks == (backend != "cpu"), (name, rule, backend, value)
-        assert set_res["detect"][key], (name, "detect runs on the GPU node")
+@pytest.fixture(scope="module")
+def gpu_backend_jobs(tmp_path_factory):
+    return dry_run(tmp_path_factory.mktemp("dry-gpus"), "local", backends=["cpu", "cuda", "rocm", "xpu", "mps"])
+
+
+def test_scheduler_flags_ask_for_gpus_exactly_where_the_backend_class_says(gpu_backend_jobs):
+    """The LSF, SGE, HTCondor and Kubernetes flags of every job, from the backend classes: an XPU job asks for a
+    GPU as a CUDA one does; the host and MPS (no scheduler GPU) ask for none."""
+    needs_gpu = {name for name, cls in backends.CLASSES.items() if cls.needs_gpu_resource}
+    assert {"cuda", "rocm", "xpu"} <= needs_gpu and not {"cpu", "mps"} & needs_gpu
+    seen = set()
+    for job in gpu_backend_jobs:
+        res, backend = job["resources"], job["backend"]
+        if job["rule"] == "detect":
+            assert res["request_gpus"] == 1 and res["lsf_extra"] == "-gpu num=1" and res["sge_gpu"] == "-l gpu=1"
+            continue
+        if job["rule"] not in BENCH_RULES:
+            assert "request_gpus" not in res and not res.get("sge_gpu") and "lsf_extra" not in res, job
+            continue
+        asks = backend in needs_gpu
+        seen.add(backend)
+        assert ("request_gpus" in res) == asks, job
+        assert str(res.get("lsf_extra", "")).startswith("-gpu num=") == asks, job
+        assert str(res.get("sge_gpu", "")).startswith("-l gpu=") == asks, job
+        assert res.get("gpu_manufacturer") == backends.CLASSES[backend].gpu_manufacturer if asks else \
+            "gpu_manufacturer" not in res, job
+        exclusive = not backends.is_accelerator(backend)  # a benchmark of the host gets the node to itself
+        assert (res.get("slurm_extra") == "--exclusive") == exclusive, job
+        assert (res.get("lsf_extra") == "-x") == exclusive, job
+    assert seen == {"cpu", "cuda", "rocm", "xpu", "mps"}
 
 
 TOY = r'''

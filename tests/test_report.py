@@ -12,13 +12,8 @@ import pytest
 from accelbench import registry
 from accelbench.reporting import tables as S
 from accelbench.reporting.plots import FIGURES
-from fixture_runs import add_absent_backend, build, write_cpu_run
+from fixture_runs import add_absent_backend, write_cpu_run
 
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
 
 
 class Elements(HTMLParser):

@@ -821,13 +821,6 @@ def test_multinode_example_passes_a_dry_run(tmp_path):
 
 # ---- the report and the figures ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    from fixture_runs import build
-
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
-
 
 def svg_words(path: Path) -> str:
     import xml.etree.ElementTree as ET
@@ -867,12 +860,13 @@ def test_peer_copy_heatmap_draws_the_matrix():
     import matplotlib.pyplot as plt
 
     from accelbench.reporting import plots
+    from accelbench.stages.scaling.figures import fig_peer_copy
 
     rows = [{"run_id": "r", "backend": "cuda", "src": f"cuda:{i}", "dst": f"cuda:{j}", "peer": peer,
              "gbps": (350.0 if peer == "on" else 21.0) + i, "status": "ok"}
             for i in range(3) for j in range(3) if i != j for peer in ("on", "off")]
     plt_, sns = plots._setup()
-    fig = plots.fig_peer_copy(plt_, sns, {"peer_copy": pd.DataFrame(rows)}, None)
+    fig = fig_peer_copy(plt_, sns, {"peer_copy": pd.DataFrame(rows)}, None)
     words = " ".join(t.get_text() for t in fig.findobj(match=lambda o: hasattr(o, "get_text")))
     assert "peer access on" in words and "off (host-staged)" in words and "cuda:2" in words
     assert "352" in words and "21" in words  # the cells carry their GB/s

@@ -10,15 +10,10 @@ import pytest
 
 from accelbench.reporting import tables as S
 from accelbench.reporting.plots import load_tables
-from fixture_runs import build, make_pre_telemetry, write_cpu_run
+from fixture_runs import make_pre_telemetry, write_cpu_run
 from test_plots import svg_text
 from test_report import parse, raw_table
 
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp() / "accelbench-fixtures"
-    return lambda name: build(base, name)
 
 
 def test_planted_throttling_is_a_warning_in_the_summary(fixtures):
@@ -126,3 +121,17 @@ def test_a_report_of_a_run_from_before_telemetry(tmp_path):
     assert "devices.json written before telemetry existed" in html
     assert "No telemetry was recorded" in svg_text(plots / "telemetry.svg")
     assert pd.read_csv(agg / "matmul.csv")["clock_mhz_median"].isna().all()
+
+
+def test_device_table_says_which_sensors_were_found_and_why_others_are_missing_in_words(fixtures):
+    """The environment's device rows show the telemetry sampler's findings as text, not a raw dict dump."""
+    from accelbench.reporting.html import telemetry_text
+
+    html = fixtures("two_runs")["report"].read_text()
+    assert 'telemetry={' not in html and '{&#34;found&#34;' not in html and '{"found"' not in html
+    assert "telemetry=cpu_sysfs at 20 Hz — found clock (cpu_sysfs clock)" in html
+    assert "missing energy: RAPL" in html  # the reason, not cut
+    text = telemetry_text({"source": "nvml", "hz": 10.0, "found": {"power": "nvml power"},
+                           "missing": {"temperature": "no sensor"}})
+    assert text == "nvml at 10 Hz — found power (nvml power) — missing temperature: no sensor"
+    assert telemetry_text({"source": "off", "hz": 0, "found": {}, "missing": {}, "note": "off"}) == "off"

@@ -65,7 +65,7 @@ def gpu_count(wildcards):
 
 def stage_gpus(stage):
     """The gpu resource of a device stage's job: one GPU on GPU backends; a stage that uses every device of a
-    node at once (registry Stage.whole_node: scaling) asks for config cluster.gpus_per_node of them (SLURM
+    node at once (its declared Resources.whole_node) asks for config cluster.gpus_per_node of them (SLURM
     --gpus=N). None on other backends."""
 
     def gpus(wildcards):
@@ -97,6 +97,47 @@ def gpu_model(wildcards):
 
 # detect runs where the GPU stages run, so devices.json describes their GPUs, not a CPU node's.
 DETECT_GPUS = 1 if GPU_BACKENDS else None
+
+
+# ---- what a job asks of a cluster scheduler (the example profiles under profiles/ name no backend, no stage) ----
+def scheduler_resources(stage, backend_of=None, gpus=None):
+    """The executor-specific resources of one rule's jobs, from the stage's declaration (Resources: memory,
+    runtime) and the backend classes (Backend.needs_gpu_resource through ``gpus``, Backend.gpu_manufacturer,
+    Backend.is_accelerator), so an XPU job asks for a GPU as a CUDA one does:
+
+    - HTCondor: request_gpus, htcondor_request_mem_mb, allowed_execute_duration (seconds);
+    - LSF: lsf_extra (-gpu num=N; -x, the node to itself, for a benchmark on the host);
+    - SGE: sge_gpu (-l gpu=N or empty), sge_mem_per_slot (h_vmem is per slot: mem_mb / threads);
+    - SLURM: slurm_extra (--exclusive for a benchmark on the host: another job on its cores would be measured too);
+    - Kubernetes: gpu_manufacturer (nvidia, amd) of a GPU job.
+
+    ``backend_of(wildcards)``: the backend the job runs on (None: none, a bookkeeping job); ``gpus(wildcards)``: the
+    GPUs it holds (None: no GPU). A profile or the command line can still override any of them (--set-resources).
+    """
+    mem, minutes = stage.mem_mb, stage.runtime_min
+    gpus = gpus or (lambda wildcards: None)
+    backend_of = backend_of or (lambda wildcards: None)
+
+    def on_host(wildcards):
+        backend = backend_of(wildcards)
+        return (stage.kind == "device" and backend is not None and not backends.is_accelerator(backend)
+                and stage.applies_to(backend))
+
+    def manufacturer(wildcards):
+        backend = backend_of(wildcards)
+        return backends.CLASSES[backend].gpu_manufacturer if backend and gpus(wildcards) else None
+
+    return {
+        "request_gpus": lambda wildcards: gpus(wildcards),
+        "htcondor_request_mem_mb": str(mem),
+        "allowed_execute_duration": str(60 * minutes),
+        "lsf_extra": lambda wildcards: (f"-gpu num={gpus(wildcards)}" if gpus(wildcards)
+                                        else ("-x" if on_host(wildcards) else None)),
+        "sge_gpu": lambda wildcards: f"-l gpu={gpus(wildcards)}" if gpus(wildcards) else "",
+        "sge_mem_per_slot": lambda wildcards, threads: max(1, mem // max(1, threads)),
+        "slurm_extra": lambda wildcards: "--exclusive" if on_host(wildcards) else None,
+        "gpu_manufacturer": manufacturer,
+    }
 
 
 # ---- containers (accelbench.run.containers; README "Containers") ---------------------------------------

@@ -28,8 +28,9 @@ if COMPARE:
             f"{RESULTS}/{registry.log_file('compare')}",
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=10,
+            mem_mb=registry.STAGES["compare"].mem_mb,
+            runtime=registry.STAGES["compare"].runtime_min,
+            **scheduler_resources(registry.STAGES["compare"]),
         params:
             results=RESULTS,
             baseline=config["compare_to"],

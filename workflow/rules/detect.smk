@@ -5,8 +5,9 @@ rule run_info:
         run_path(registry.log_file("run_info")),
     threads: 1
     resources:
-        mem_mb=500,
-        runtime=5,
+        mem_mb=registry.STAGES["run-info"].mem_mb,
+        runtime=registry.STAGES["run-info"].runtime_min,
+        **scheduler_resources(registry.STAGES["run-info"]),
     params:
         config_json=json.dumps(run_config(config), sort_keys=True),  # compare_to is the report's, not the run's
         run=RUN,
@@ -26,10 +27,12 @@ rule detect:
         run_path(registry.log_file("detect")),
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=registry.STAGES["detect"].mem_mb,
+        runtime=registry.STAGES["detect"].runtime_min,
         gpu=DETECT_GPUS,
         gpu_model=lambda wildcards: (config["cluster"]["gpu_model"] or None) if DETECT_GPUS else None,
+        **scheduler_resources(registry.STAGES["detect"], backend_of=lambda wildcards: DETECT_BACKEND,
+                              gpus=lambda wildcards: DETECT_GPUS),
     params:
         launch=detect_launcher,
     container:

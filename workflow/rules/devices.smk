@@ -1,10 +1,10 @@
-# The device stages (accelbench.registry.DEVICE_STAGES: warmup, matmul, transfer, amp), one job per
+# The device stages (accelbench.registry.DEVICE_STAGES, from the plug-ins in registry.PLUGINS), one job per
 # backend, each sweeping every visible device of it. They share this one definition, so every one of them
 # has the same inputs (run.json, devices.json, the backend's image record), container, launcher, threads,
 # resources and log, and none can miss one. On one backend they run one after another, in registry order
 # (the input `after`): two measurements never share a device. resources: bench=1 lets a profile keep
 # measurements of different backends apart too (--resources bench=1). A stage that uses every device of a node
-# (registry Stage.whole_node: scaling) asks for cluster.gpus_per_node GPUs and one host thread per GPU
+# (its declared Resources.whole_node) asks for cluster.gpus_per_node GPUs and one host thread per GPU
 # (common.smk stage_gpus, stage_threads); the others one GPU.
 
 
@@ -38,6 +38,7 @@ for _stage in registry.DEVICE_STAGES:
             gpu=stage_gpus(_stage),
             gpu_model=gpu_model,
             bench=1,
+            **scheduler_resources(_stage, backend_of=lambda wildcards: wildcards.backend, gpus=stage_gpus(_stage)),
         params:
             launch=launcher,
             stage=_stage.name,

@@ -15,8 +15,9 @@ rule aggregate:
         f"{RESULTS}/{registry.log_file('aggregate')}",
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=registry.STAGES["aggregate"].mem_mb,
+        runtime=registry.STAGES["aggregate"].runtime_min,
+        **scheduler_resources(registry.STAGES["aggregate"]),
     params:
         results=lambda wildcards, input: subpath(input.run, ancestor=2),
         out_dir=lambda wildcards, output: subpath(output.manifest, parent=True),
@@ -37,8 +38,9 @@ rule plots:
         f"{RESULTS}/{registry.log_file('plots')}",
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=registry.STAGES["plots"].mem_mb,
+        runtime=registry.STAGES["plots"].runtime_min,
+        **scheduler_resources(registry.STAGES["plots"]),
     params:
         aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
         out_dir=lambda wildcards, output: subpath(output[0], parent=True),
@@ -58,8 +60,9 @@ rule report:
         f"{RESULTS}/{registry.log_file('report')}",
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=registry.STAGES["report"].mem_mb,
+        runtime=registry.STAGES["report"].runtime_min,
+        **scheduler_resources(registry.STAGES["report"]),
     params:
         aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
         plots_dir=lambda wildcards, input: subpath(input.plots[0], parent=True),

@@ -81,6 +81,7 @@ class Backend:
     title: ClassVar[str]                # for people: "NVIDIA CUDA"
     is_accelerator: ClassVar[bool] = True   # a device beside the host: host<->device copies, compared with the CPU
     needs_gpu_resource: ClassVar[bool] = False  # a scheduler must grant it a GPU (SLURM --gpus, gpu=1)
+    gpu_manufacturer: ClassVar[str | None] = None  # the GPU's maker as the Kubernetes executor names it
     has_image: ClassVar[bool] = False   # containers/<name>/Containerfile exists
     amp_default_dtype: ClassVar[str] = "float16"
     collective: ClassVar[str | None] = None  # torch.distributed backend for several ranks

@@ -244,6 +244,7 @@ class CudaBackend(CudaLikeBackend):
     """NVIDIA GPUs: TF32 from Ampere (8.0), fp8 from Ada/Hopper (8.9), NVML telemetry, CDI or ``--gpus``."""
 
     name = "cuda"
+    gpu_manufacturer = "nvidia"
     title = "NVIDIA CUDA"
     telemetry = "nvml"
     install_hint = "a CUDA build of torch and an NVIDIA driver"
@@ -303,6 +304,7 @@ class RocmBackend(CudaLikeBackend):
     ``/dev/kfd`` + ``/dev/dri`` in containers."""
 
     name = "rocm"
+    gpu_manufacturer = "amd"
     title = "AMD ROCm"
     telemetry = "amdsmi"
     wants_rocm = True

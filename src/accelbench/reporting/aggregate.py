@@ -39,7 +39,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .. import __version__, registry
-from ..run.config import shape_label
 from ..run.io import atomic_write_csv, atomic_write_json
 
 TABLES = list(registry.TABLES)
@@ -150,88 +149,6 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
             problems.warn(path, "run_id_mismatch", f"rows with run_id {', '.join(other)} in the folder of run {run_id}",
                           run_id)
     return df, ok
-
-
-def _shape_names(df):
-    """Each row's shape name ('' for the square sweep, and for files from before shapes)."""
-    if "shape_name" not in df.columns:
-        return pd.Series([""] * len(df), index=df.index)
-    return df["shape_name"].astype(object).fillna("").astype(str)
-
-
-def check_matmul_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
-    """Every (device, dtype) in the file must have a row for every configured size and every configured shape."""
-    mm = config.get("matmul") or {}
-    sizes = set(mm.get("sizes") or [])
-    shapes = {shape_label(s) for s in mm.get("shapes") or []}
-    if df is None or df.empty or not (sizes or shapes) or not {"device", "dtype", "n"} <= set(df.columns):
-        return
-    names = _shape_names(df)
-    for (device, dtype), group in df.groupby(["device", "dtype"], sort=True):
-        square = group[names[group.index] == ""]
-        lacking = sorted(sizes - set(square["n"].dropna().astype(int)))
-        if lacking:
-            problems.add(path, "missing_points",
-                         f"{device} {dtype}: no row for n={', '.join(map(str, lacking))} (file cut short?)", run_id)
-        lacking_shapes = sorted(shapes - set(names[group.index]))
-        if lacking_shapes:
-            problems.add(path, "missing_points", f"{device} {dtype}: no row for shape(s) "
-                         f"{', '.join(lacking_shapes)} of matmul.shapes (file cut short?)", run_id)
-
-
-def check_search_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
-    """With the search on, every device in the file searched every dtype of matmul.search.dtypes."""
-    search = (config.get("matmul") or {}).get("search") or {}
-    if df is None or df.empty or not search.get("enabled"):
-        return
-    wanted = set(search.get("dtypes") or [])
-    for device, group in df[df["status"].astype(str) != "absent"].groupby("device", sort=True):
-        lacking = sorted(wanted - set(group["dtype"].dropna().astype(str)))
-        if lacking:
-            problems.add(path, "missing_points", f"{device}: no search row for dtype(s) {', '.join(lacking)} "
-                         "(file cut short?)", run_id)
-
-
-def check_membw_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
-    """Every device has its launch floor, and copy and triad at the same sizes (a file cut at a line end
-    loses the last rows: a size measured by one kernel and not the other)."""
-    if df is None or df.empty or not {"device", "kernel", "size_bytes"} <= set(df.columns):
-        return
-    for device, group in df[df["status"].astype(str) != "absent"].groupby("device", sort=True):
-        kernels = set(group["kernel"].dropna().astype(str))
-        if "launch" not in kernels:
-            problems.add(path, "missing_points", f"{device}: no launch-latency row (file cut short?)", run_id)
-        sizes = {k: set(group[group["kernel"] == k]["size_bytes"].dropna().astype(int)) for k in ("copy", "triad")}
-        if sizes["copy"] != sizes["triad"] or not sizes["copy"]:
-            odd = sorted(sizes["copy"] ^ sizes["triad"]) or ["all"]
-            problems.add(path, "missing_points", f"{device}: copy and triad rows differ at size(s) "
-                         f"{', '.join(map(str, odd))} (file cut short?)", run_id)
-
-
-def check_amp_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
-    """Trials: every (device, workload, mode) has every configured seed. Trials and summary: every device has
-    every configured workload, each with the same modes. (Catches files cut at a line boundary.)"""
-    amp = config.get("amp") or {}
-    seeds, workloads = set(amp.get("seeds") or []), set(amp.get("workloads") or [])
-    if df is None or df.empty:
-        return
-    for device, group in df.groupby("device", sort=True):
-        lacking = sorted(workloads - set(group["workload"].astype(str)))
-        if lacking:
-            problems.add(path, "missing_points", f"{device}: no row for workload(s) {', '.join(lacking)} "
-                         "(file cut short?)", run_id)
-        modes = set(group["mode"].astype(str))
-        for workload, wg in group.groupby("workload", sort=True):
-            missing_modes = sorted(modes - set(wg["mode"].astype(str)))
-            if missing_modes:
-                problems.add(path, "missing_points", f"{device} {workload}: no row for mode(s) "
-                             f"{', '.join(missing_modes)} that other workloads have (file cut short?)", run_id)
-    if table == "amp_trials" and seeds:
-        for (device, workload, mode), group in df.groupby(["device", "workload", "mode"], sort=True):
-            lacking = sorted(seeds - set(group["seed"].dropna().astype(int)))
-            if lacking:
-                problems.add(path, "missing_points", f"{device} {workload} {mode}: no trial for seed(s) "
-                             f"{', '.join(map(str, lacking))} (file cut short?)", run_id)
 
 
 def check_sample_files(run_dir: Path, config: dict, problems: Problems, run_id: str) -> None:

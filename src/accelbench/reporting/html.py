@@ -247,8 +247,29 @@ def _info_value(key: str, value) -> str:
         if isinstance(obj, dict) and obj and all(isinstance(v, dict) and "tflops" in v for v in obj.values()):
             return "TFLOP/s: " + ", ".join(f"{S.DTYPE_LABEL.get(d, d)} {S.fmt_num(v['tflops'])}"
                                           for d, v in sorted(obj.items(), key=lambda kv: S.dtype_sorted(obj).index(kv[0])))
+        if isinstance(obj, dict) and isinstance(obj.get("found"), dict) and isinstance(obj.get("missing"), dict):
+            return telemetry_text(obj)
     text = str(value)
+    if key == "telemetry":
+        return text  # the reasons are the point: never cut
     return text if len(text) <= 100 else text[:97] + "…"
+
+
+def telemetry_text(found: dict) -> str:
+    """What the telemetry sampler found on a device (devices.json ``telemetry``: measure.telemetry.describe), in
+    words: its source and rate, each sensor found with where it is read, each missing one with why (never cut:
+    the reason is what tells a reader how to get the sensor)."""
+    if found.get("source") == "off" or found.get("hz") == 0:
+        return found.get("note") or "off (telemetry.hz is 0)"
+    head = f"{found.get('source') or 'none'}"
+    if found.get("hz"):
+        head += f" at {float(found['hz']):g} Hz"
+    parts = [head]
+    if found["found"]:
+        parts.append("found " + ", ".join(f"{sensor} ({where})" for sensor, where in sorted(found["found"].items())))
+    if found["missing"]:
+        parts.append("missing " + "; ".join(f"{sensor}: {why}" for sensor, why in sorted(found["missing"].items())))
+    return " — ".join(parts)
 
 
 def runs_side_by_side(tables, series) -> dict:

@@ -4,8 +4,8 @@ from ...columns import (DEVICE, DEVICE_WARMUP, PROVENANCE, TELEMETRY, TELEMETRY_
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
 from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
-PLOTS = "accelbench.reporting.plots"
-CHECK = Hook("accelbench.reporting.aggregate:check_amp_points")
+FIGURES = "accelbench.stages.amp.figures"
+CHECK = Hook("accelbench.stages.amp.checks:check_amp_points")
 
 PLUGIN = Stage(
     "amp", "AMP vs FP32 training trials", "device", entry="accelbench.stages.amp.measure",
@@ -39,8 +39,8 @@ PLUGIN = Stage(
               since="telemetry"),
     ),
     figures=(
-        Figure("amp_step_time", ("amp_trials", "amp_summary"), draw=Hook(f"{PLOTS}:fig_amp_step_time")),
-        Figure("amp_loss", ("amp_steps",), draw=Hook(f"{PLOTS}:fig_amp_loss")),
+        Figure("amp_step_time", ("amp_trials", "amp_summary"), draw=Hook(f"{FIGURES}:fig_amp_step_time")),
+        Figure("amp_loss", ("amp_steps",), draw=Hook(f"{FIGURES}:fig_amp_loss")),
     ),
     sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),),
     config_key="amp", resources=Resources(mem_mb=8000, runtime_min=60), method_version=2, checkpoint=True,

@@ -6,7 +6,7 @@ from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, 
 from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
-PLOTS = "accelbench.reporting.plots"
+FIGURES = "accelbench.stages.matmul.figures"
 
 PLUGIN = Stage(
     "matmul", "matrix-multiplication sweep over sizes x dtypes on every device of a backend", "device",
@@ -32,7 +32,7 @@ PLUGIN = Stage(
               added_defaults={"shape_name": "", "gflop_per_j": None, "clock_ramp": None},
               # a matmul file from before shapes holds square points only, so its m and k are its n
               added_from={"m": "n", "k": "n"},
-              check=Hook("accelbench.reporting.aggregate:check_matmul_points"), reports_threads=True),
+              check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True),
         Table("matmul_soak", "matmul_soak_{backend}.csv",
               cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
                    ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
@@ -44,10 +44,10 @@ PLUGIN = Stage(
               since="telemetry"),
     ),
     figures=(
-        Figure("matmul_tflops", ("matmul",), draw=Hook(f"{PLOTS}:fig_matmul_tflops")),
-        Figure("matmul_pct_of_peak", ("matmul",), draw=Hook(f"{PLOTS}:fig_matmul_pct_of_peak")),
-        Figure("speedup", ("matmul",), draw=Hook(f"{PLOTS}:fig_speedup")),
-        Figure("matmul_soak", ("matmul_soak",), draw=Hook(f"{PLOTS}:fig_matmul_soak")),
+        Figure("matmul_tflops", ("matmul",), draw=Hook(f"{FIGURES}:fig_matmul_tflops")),
+        Figure("matmul_pct_of_peak", ("matmul",), draw=Hook(f"{FIGURES}:fig_matmul_pct_of_peak")),
+        Figure("speedup", ("matmul",), draw=Hook(f"{FIGURES}:fig_speedup")),
+        Figure("matmul_soak", ("matmul_soak",), draw=Hook(f"{FIGURES}:fig_matmul_soak")),
     ),
     sections=(
         Section("matmul", "Matmul", 10),

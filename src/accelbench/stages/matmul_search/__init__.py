@@ -21,7 +21,7 @@ PLUGIN = Stage(
               numeric=("m", "n", "k", "flops", "evaluation", "threads", "median_s", "iqr_s", "ci95_low_s",
                        "ci95_high_s", "repeats", "tflops", "tflops_ci95_low", "tflops_ci95_high", "peak_tflops",
                        "pct_of_peak", "rel_error", "grid_points", "evaluated_shapes", "search_s", "budget_s"),
-              statuses=STATUSES, check=Hook("accelbench.reporting.aggregate:check_search_points")),
+              statuses=STATUSES, check=Hook("accelbench.stages.matmul_search.checks:check_search_points")),
     ),
     sections=(Section("search", "Search", 30, context=Hook("accelbench.stages.matmul_search.report:context")),),
     resources=Resources(mem_mb=16000, runtime_min=60), method_version=1, checkpoint=True,

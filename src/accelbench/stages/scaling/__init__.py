@@ -4,7 +4,7 @@ copies (``measure.py``; one rank: ``rank.py``)."""
 from ...columns import DEVICE, PROVENANCE, cols
 from ...plugin import Figure, Hook, Resources, Section, Stage, Table
 
-PLOTS = "accelbench.reporting.plots"
+FIGURES = "accelbench.stages.scaling.figures"
 
 PLUGIN = Stage(
     "scaling",
@@ -44,9 +44,9 @@ PLUGIN = Stage(
               numeric=("size_bytes", "median_s", "gbps"), since="scaling"),
     ),
     figures=(
-        Figure("scaling_efficiency", ("scaling",), draw=Hook(f"{PLOTS}:fig_scaling_efficiency"), category="Scaling"),
-        Figure("collective_busbw", ("collectives",), draw=Hook(f"{PLOTS}:fig_collective_busbw"), category="Scaling"),
-        Figure("peer_copy", ("peer_copy",), draw=Hook(f"{PLOTS}:fig_peer_copy"), category="Scaling"),
+        Figure("scaling_efficiency", ("scaling",), draw=Hook(f"{FIGURES}:fig_scaling_efficiency"), category="Scaling"),
+        Figure("collective_busbw", ("collectives",), draw=Hook(f"{FIGURES}:fig_collective_busbw"), category="Scaling"),
+        Figure("peer_copy", ("peer_copy",), draw=Hook(f"{FIGURES}:fig_peer_copy"), category="Scaling"),
     ),
     sections=(Section("scaling", "Scaling", 90, context=Hook("accelbench.stages.scaling.report:context")),),
     config_key="scaling", resources=Resources(mem_mb=16000, runtime_min=120, whole_node=True), method_version=1,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from ...reporting import tables as S
 from ...reporting.html import _cell
 
-
 SCALING_ENABLE_HINT = "scaling: {enabled: true}"
 
 

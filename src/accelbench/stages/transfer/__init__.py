@@ -17,7 +17,7 @@ PLUGIN = Stage(
               compare=Compare(median="median_s", fixed={"threads": "1"}),
               samples="transfer_{backend}_samples.parquet"),
     ),
-    figures=(Figure("transfer", ("transfer",), draw=Hook("accelbench.reporting.plots:fig_transfer")),),
+    figures=(Figure("transfer", ("transfer",), draw=Hook("accelbench.stages.transfer.figures:fig_transfer")),),
     sections=(Section("transfer", "Transfer", 70, context=Hook("accelbench.stages.transfer.report:context")),),
     config_key="transfer", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     accelerators_only=True,

@@ -15,7 +15,7 @@ PLUGIN = Stage(
               identity=("device_name", "n"), compare=Compare(median="warm_s", last_of="iter"),
               samples="warmup_{backend}_samples.parquet", reports_threads=True),
     ),
-    figures=(Figure("warmup", ("warmup",), draw=Hook("accelbench.reporting.plots:fig_warmup")),),
+    figures=(Figure("warmup", ("warmup",), draw=Hook("accelbench.stages.warmup.figures:fig_warmup")),),
     sections=(Section("warmup", "Warm-up", 60, context=Hook("accelbench.stages.warmup.report:context")),),
     config_key="warmup", resources=Resources(mem_mb=4000, runtime_min=15), method_version=1,
 )

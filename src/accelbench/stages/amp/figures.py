@@ -1,0 +1,102 @@
+"""The AMP stage's figures (registry.FIGURES: their captions are workflow/report/<name>.rst)."""
+
+from __future__ import annotations
+
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ...reporting import tables as S
+from ...reporting.plots import _finish, _grid, _legend_below, _message, _plain_log_y, _wrap
+
+
+def _mode_palette(sns, modes):
+    order = ["fp32", "tf32", "amp_bf16", "amp_fp16"]
+    modes = sorted(set(modes), key=lambda m: (order.index(m) if m in order else 99, m))
+    colors = sns.color_palette("colorblind", 10).as_hex()
+    fixed = {"fp32": colors[7], "tf32": colors[9], "amp_bf16": colors[2], "amp_fp16": colors[4]}
+    return modes, {m: fixed.get(m, colors[(5 + i) % 10]) for i, m in enumerate(modes)}
+
+
+def fig_amp_step_time(plt, sns, tables, series):
+    tr = tables["amp_trials"]
+    title = "Training step time: FP32 vs AMP (mean of per-trial medians, 95% CI over seeds)"
+    if tr is None or tr.empty or not (tr["step_median_s"] > 0).any():
+        return _message(plt, title, "No AMP trial was measured.")
+    tr = S.with_series(tr[tr["step_median_s"] > 0], series)
+    tr["step_ms"] = tr["step_median_s"] * 1e3
+    workloads = sorted(set(tr["workload"]))
+    modes, pal = _mode_palette(sns, tr["mode"])
+    labels = list(dict.fromkeys(series["label"][series["label"].isin(tr["label"])]))
+    fig, axes = _grid(plt, len(workloads), ncols=2, panel_w=max(5.2, 1.6 * len(labels) + 2.2), panel_h=3.9)
+    summ = S.amp_verdicts(tables["amp_summary"])
+    summ = S.with_series(summ, series) if not summ.empty else summ
+    for ax, workload in zip(axes, workloads):
+        d = tr[tr["workload"] == workload]
+        d = d.assign(label=d["label"].map(_wrap))
+        sns.barplot(data=d, x="label", y="step_ms", hue="mode", order=[_wrap(x) for x in labels if _wrap(x) in set(d["label"])],
+                    hue_order=modes, palette=pal, errorbar=("ci", 95), n_boot=500, seed=0, capsize=0.08,
+                    err_kws={"linewidth": 1.2}, ax=ax)
+        span = d["step_ms"].max() / d["step_ms"].min()
+        log = span > 20  # devices far apart: a log axis keeps the fast one visible
+        if log:
+            _plain_log_y(ax)
+        ax.set_title(f"workload: {workload}")
+        ax.set_xlabel("")
+        ax.set_ylabel("step time (ms, log scale)" if log else "step time (ms)")
+        ax.tick_params(axis="x", labelsize=8)
+        if ax.get_legend():
+            ax.get_legend().remove()
+        if not summ.empty:
+            order = [_wrap(x) for x in labels if _wrap(x) in set(d["label"])]
+            for _, r in summ[summ["workload"] == workload].iterrows():
+                if _wrap(r["label"]) not in order or r["mode"] not in modes:
+                    continue
+                i = order.index(_wrap(r["label"]))
+                k = modes.index(r["mode"])
+                offset = (k - (len(modes) - 1) / 2) * 0.8 / len(modes)
+                y = d[(d["label"] == _wrap(r["label"])) & (d["mode"] == r["mode"])]["step_ms"].max()
+                if y == y:
+                    ax.text(i + offset, y * 1.3 if log else y * 1.03, f"{r['speedup']:.2f}×", ha="center", va="bottom", fontsize=8,
+                            fontweight="bold")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi * 2.2) if log else ax.set_ylim(0, hi * 1.15)
+    handles = [Patch(color=pal[m]) for m in modes]
+    _legend_below(fig, handles, modes, ncol=len(modes))
+    fig.suptitle(title + "\nlabels: speedup over FP32 from the summary", x=0.01, ha="left", fontweight="bold",
+                 fontsize=10)
+    _finish(fig)
+    return fig
+
+
+def fig_amp_loss(plt, sns, tables, series):
+    st = tables["amp_steps"]
+    title = "Training loss per step: FP32 vs AMP (mean over seeds, band = min–max)"
+    if st is None or st.empty or not st["loss"].notna().any():
+        return _message(plt, title, "No AMP training steps were recorded.")
+    st = S.with_series(st[st["loss"].notna()], series)
+    labels = list(dict.fromkeys(series["label"][series["label"].isin(st["label"])]))
+    workloads = sorted(set(st["workload"]))
+    modes, pal = _mode_palette(sns, st["mode"])
+    nrows, ncols = len(labels), len(workloads)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 2.7 * nrows + 0.9), squeeze=False, sharex=True)
+    for i, label in enumerate(labels):
+        for j, workload in enumerate(workloads):
+            ax = axes[i][j]
+            d = st[(st["label"] == label) & (st["workload"] == workload)]
+            if d.empty:
+                ax.axis("off")
+                continue
+            # the FP32 baseline last, dashed, on top: where AMP tracks it exactly, both stay visible
+            present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (
+                ["fp32"] if "fp32" in set(d["mode"]) else [])
+            sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
+                         dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
+                         errorbar=("pi", 100), estimator="mean", lw=1.8, ax=ax, legend=False)
+            ax.set_title(f"{label} — {workload}", fontsize=9.5)
+            ax.set_ylabel("loss")
+            ax.set_xlabel("training step" if i == nrows - 1 else "")
+    _legend_below(fig, [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes], modes,
+                  ncol=len(modes))
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
+    _finish(fig)
+    return fig
