@@ -383,6 +383,7 @@ def test_figures_and_section_from_the_cpu_run(cpu_run):
     env = Environment(loader=FileSystemLoader(str(PKG_DIR)), undefined=StrictUndefined, autoescape=True)
     html = env.get_template(section.template).render(**ctx)
     assert html.count("<tr") >= len(df) and "arXiv:2407.08608" in html and "not comparable" in html
+    assert "href=\"http" not in html and "src=\"http" not in html  # the report is self-contained
 
 
 # ---- the published figures beside a matching device only ---------------------------------------------------
