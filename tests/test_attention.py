@@ -261,8 +261,10 @@ def test_plan_points_and_dtypes():
     pts = att.plan_points(cfg, ["flash", "math"], ["bfloat16", "float32"])
     assert len(pts) == 2 * 2 * len(cfg["modes"]) * len(cfg["head_dims"]) * len(cfg["causal"]) * len(cfg["seq_lens"])
     gpu = att.sweep_config({**PLUGIN.defaults, **PLUGIN.gpu_check}, "cuda")
-    assert [p.seq_len_q for p in att.plan_points(gpu, ["flash"], ["bfloat16"]) if not p.causal] == \
-        [1024, 2048, 4096, 8192, 16384]
+    gpu_points = [p for p in att.plan_points(gpu, ["flash"], ["bfloat16"]) if not p.causal]
+    assert [p.seq_len_q for p in gpu_points] == [1024, 2048, 4096, 8192, 16384]
+    assert {p.batch * p.seq_len_q for p in gpu_points} == {16384}  # FA3's 16k tokens per batch
+    assert att.batch_for({"batch": 3, "tokens": None}, 4096) == 3 and att.batch_for({"tokens": 1000}, 4096) == 1
 
 
 def test_failure_classification_of_torch_messages():
@@ -405,6 +407,7 @@ def test_references_match_devices_and_say_what_differs():
     assert round(100 * fa3["tflops"] / fa3["peak_tflops"]) == 75
     h100 = refs.compare(fa3, "NVIDIA H100 80GB HBM3", _gpu_points())
     assert h100["match"] == "same" and h100["ours"] == 600.0  # the best forward point, not the fwd+bwd one
+    assert not fa3_fp8["pct_published"] and fa3["pct_published"]
     assert h100["ratio"] == pytest.approx(600 / 740)
     assert any("dtype BF16" in d for d in h100["differences"]) and any("8192 tokens" in d for d in h100["differences"])
     h200 = refs.compare(fa3, "NVIDIA H200", _gpu_points())

@@ -25,7 +25,7 @@ DESCRIBE = {
     "kernel": "SDPA kernel forced with torch.nn.attention.sdpa_kernel: flash, efficient, cudnn or math",
     "dtype": "dtype of q, k and v (bfloat16, float16, float32, float8_e4m3fn)",
     "mode": "forward, or forward_backward (the forward and torch.autograd.grad of q, k, v in one call)",
-    "batch": "batch size b",
+    "batch": "batch size b (attention.batch, or attention.tokens // seq_len_q)",
     "heads": "attention heads h (query and key/value: no GQA)",
     "seq_len_q": "query sequence length s_q",
     "seq_len_k": "key/value sequence length s_k",
@@ -71,6 +71,7 @@ DEFAULTS = {
     "fp8": True,                  # adds float8_e4m3fn where torch has the dtype (unsupported where SDPA refuses)
     "modes": list(MODES),
     "batch": 2,
+    "tokens": None,               # set: batch = tokens // seq_len per point (the FlashAttention papers: 16k tokens)
     "heads": 16,
     "seq_lens": [512, 1024, 2048, 4096],
     "head_dims": [64, 128],
@@ -93,6 +94,7 @@ _SWEEP = {
     "fp8": {"type": "boolean"},
     "modes": {"type": "array", "items": {"enum": list(MODES)}, "minItems": 1, "uniqueItems": True},
     "batch": _POSINT,
+    "tokens": {"type": ["integer", "null"], "minimum": 1},
     "heads": _POSINT,
     "seq_lens": {"type": "array", "items": _POSINT, "minItems": 1, "uniqueItems": True},
     "head_dims": {"type": "array", "items": _POSINT, "minItems": 1, "uniqueItems": True},
@@ -123,7 +125,7 @@ SCHEMA = {
 # bench/gpu_check.sh: bf16, sequence 1k-16k, head dim 128, causal and not, flash and cuDNN (FA3's setting:
 # 16k tokens per batch, hidden 2048 = 16 heads of 128)
 GPU_CHECK = {"kernels": ["flash", "cudnn"], "dtypes": ["bfloat16"], "fp8": False, "modes": ["forward"],
-             "batch": 1, "heads": 16, "seq_lens": [1024, 2048, 4096, 8192, 16384], "head_dims": [128],
+             "batch": 1, "tokens": 16384, "heads": 16, "seq_lens": [1024, 2048, 4096, 8192, 16384], "head_dims": [128],
              "causal": [False, True], "min_run_time_s": 0.05}
 
 TABLE = Table(

@@ -193,9 +193,16 @@ def plan_dtypes(cfg: dict, torch) -> list[str]:
     return dtypes
 
 
+def batch_for(cfg: dict, seq_len: int) -> int:
+    """``attention.batch``, or with ``attention.tokens`` set the batch that holds that many tokens at
+    ``seq_len`` (at least 1): the FlashAttention papers keep batch x sequence at 16k."""
+    tokens = cfg.get("tokens")
+    return max(1, int(tokens) // int(seq_len)) if tokens else int(cfg["batch"])
+
+
 def plan_points(cfg: dict, kernels: list[str], dtypes: list[str]) -> list[Point]:
     """Every point, kernel by kernel and dtype by dtype, each sequence length ascending (s_q = s_k)."""
-    return [Point(kernel, dtype, mode, int(cfg["batch"]), int(cfg["heads"]), int(s), int(s), int(d), bool(c))
+    return [Point(kernel, dtype, mode, batch_for(cfg, s), int(cfg["heads"]), int(s), int(s), int(d), bool(c))
             for kernel in kernels for dtype in dtypes for mode in cfg["modes"] for d in cfg["head_dims"]
             for c in cfg["causal"] for s in sorted(cfg["seq_lens"])]
 

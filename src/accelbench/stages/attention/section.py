@@ -66,8 +66,8 @@ def context(tables: dict, series: pd.DataFrame | None = None, ctx: dict | None =
     ctx = ctx or {}
     figures = ctx.get("figures") or {}
     out = {"figures": [figures[n] for n in FIGURES if n in figures], "devices": [], "points": [],
-           "references": [{k: r[k] for k in ("label", "tflops", "pct_of_peak", "device", "setting", "source", "url")}
-                          for r in refs.REFERENCES]}
+           "references": [{k: r[k] for k in ("label", "tflops", "pct_of_peak", "pct_published", "peak_tflops",
+                                             "device", "setting", "source", "url")} for r in refs.REFERENCES]}
     df = tables.get("attention")
     if df is None or df.empty or "kernel" not in df.columns:
         return {"attention": out}
