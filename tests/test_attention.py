@@ -461,3 +461,43 @@ def test_declaration_module_imports_only_the_standard_library_and_the_spec():
                 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                 for a in (n.names if isinstance(n, ast.Import) else [n])}
     assert imported <= {"__future__", "accelbench.plugin", "accelbench.columns"}, imported
+
+
+# ---- real kernels on the CPU: a refusal, and the memory the math kernel's score matrix takes --------------------
+
+def test_a_real_refusal_on_the_cpu_is_unsupported_in_one_line():
+    """torch's CPU has no memory-efficient kernel: forcing it raises "No viable backend" (plus warnings)."""
+    torch.set_num_threads(1)
+    row = att.measure_point(_cpu_attention(), point(kernel="efficient"), settings=SETTINGS, peak=(None, "none", True))
+    assert row["status"] == "unsupported", row
+    assert row["status_detail"].startswith("RuntimeError: No viable backend") and "\n" not in row["status_detail"]
+
+
+def test_cpu_memory_shows_the_math_kernels_score_matrix():
+    """One call's resident pages beyond its inputs: math materializes b·h·s² scores (16 MiB in float32 here),
+    the fused CPU flash kernel works in tiles."""
+    torch.set_num_threads(1)
+    a = _cpu_attention()
+    got = {}
+    for kernel in ("math", "flash"):
+        p = point(kernel=kernel, heads=4, seq_len_q=1024, seq_len_k=1024, head_dim=64)
+        a.probe(p)
+        got[kernel] = a.memory(p)
+        a.free()
+    scores = 4 * 1024 * 1024 * 4
+    (math_peak, math_work, kind), (_, flash_work, _) = got["math"], got["flash"]
+    assert kind == "rss" and math_peak > math_work > 0
+    assert math_work >= scores / 2 and math_work > 2 * flash_work, got
+
+
+def test_memory_counter_before_the_call_per_kind_untested_on_hardware():
+    """What ``work_mem_bytes`` subtracts: the device allocator's memory_allocated (CUDA/ROCm: torch.cuda, by the
+    device string), the resident size on the CPU, nothing where no counter exists."""
+    side = att.TorchAttention.__new__(att.TorchAttention)
+    asked = []
+    side.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory_allocated=lambda d: asked.append(d) or 123))
+    side.device = "cuda:1"
+    assert side._in_use("allocator") == 123.0 and asked == ["cuda:1"]
+    side.device = "mps"
+    assert side._in_use("allocator") is None  # the fake has no torch.mps: null, not a crash
+    assert side._in_use("rss") > 0 and side._in_use("") is None
