@@ -20,7 +20,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from .. import backends
+from .. import backends, registry
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "config.schema.yaml"
 
@@ -293,9 +293,10 @@ def check_compare_to(config: dict, results: str | Path, run: str) -> Path | None
     if name == run:
         raise ConfigError(f"compare_to: {name!r} is this run itself; allowed: another run under {results}/")
     folder = Path(results) / name
-    if not (folder / "run.json").is_file():
-        runs = sorted(p.parent.name for p in Path(results).glob("*/run.json") if p.parent.name != run)
-        raise ConfigError(f"compare_to: {name!r} is not a run under {results}/ (no {folder}/run.json); allowed: "
+    if not (folder / registry.RUN_FILE).is_file():
+        runs = sorted(p.parent.name for p in Path(results).glob(f"*/{registry.RUN_FILE}") if p.parent.name != run)
+        raise ConfigError(f"compare_to: {name!r} is not a run under {results}/ (no {folder}/{registry.RUN_FILE}); "
+                          "allowed: "
                           + (", ".join(runs) if runs else "none yet: run the baseline first"))
     return folder
 

@@ -5,6 +5,9 @@ from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, cols
 from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", *FAILURES)
+# the kernels (column ``kernel``): STREAM's copy and triad across sizes, and the launch-latency floor
+KERNELS = ("copy", "triad")
+LAUNCH = "launch"
 
 PLUGIN = Stage(
     "membw", "device-local memory bandwidth (copy, triad) across sizes, and the launch-latency floor", "device",
