@@ -43,5 +43,6 @@ PLUGIN = Stage(
         Figure("amp_loss", ("amp_steps",), draw=Hook(f"{FIGURES}:fig_amp_loss")),
     ),
     sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),),
+    config_check=Hook("accelbench.stages.amp.config_check:check"),
     config_key="amp", resources=Resources(mem_mb=8000, runtime_min=60), method_version=2, checkpoint=True,
 )

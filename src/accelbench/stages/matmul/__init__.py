@@ -56,5 +56,6 @@ PLUGIN = Stage(
         Section("points", "All points", 110, context=Hook("accelbench.stages.matmul.report:points_context"),
                 template="points.html.j2"),
     ),
+    config_check=Hook("accelbench.stages.matmul.config_check:check"),
     config_key="matmul", resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
 )

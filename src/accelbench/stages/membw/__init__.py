@@ -29,6 +29,7 @@ PLUGIN = Stage(
     ),
     figures=(Figure("membw", ("membw",), draw=Hook("accelbench.stages.membw.figures:fig_membw")),),
     sections=(Section("membw", "Memory", 40, context=Hook("accelbench.stages.membw.report:context")),),
+    config_check=Hook("accelbench.stages.membw.config_check:check"),
     config_key="membw", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     since_config_key="membw",
 )

@@ -49,5 +49,6 @@ PLUGIN = Stage(
         Figure("peer_copy", ("peer_copy",), draw=Hook(f"{FIGURES}:fig_peer_copy"), category="Scaling"),
     ),
     sections=(Section("scaling", "Scaling", 90, context=Hook("accelbench.stages.scaling.report:context")),),
+    config_check=Hook("accelbench.stages.scaling.config_check:check"),
     config_key="scaling", resources=Resources(mem_mb=16000, runtime_min=120, whole_node=True), method_version=1,
 )
