@@ -257,7 +257,6 @@ CROSS_STAGE_READERS = {
     "src/accelbench/reporting/roofline.py": "the roofline over matmul, search, membw and AMP",
     "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
     "src/accelbench/reporting/references.py": "published matmul figures",
-    "src/accelbench/run/config.py": "the cross-key config checks",
     "src/accelbench/stages/common.py": "every device stage warms its device with the warm-up stage's rule",
     "src/accelbench/stages/detect.py": "the matmul peak overrides",
     "workflow/rules/compare.smk": "the AMP comparison file",
