@@ -22,7 +22,7 @@ import re
 import pandas as pd
 import seaborn as sns
 
-from .. import backends, columns
+from .. import backends, columns, registry
 
 BACKEND_ORDER = list(backends.NAMES)
 DTYPE_ORDER = ["float64", "float32", "tf32", "bfloat16", "float16", "float8_e4m3fn"]
@@ -76,8 +76,7 @@ def series(tables: dict) -> pd.DataFrame:
     """
     keys = ["run_id", "backend", "device", "device_name"]
     parts = []
-    for name in ("matmul", "matmul_search", "membw", "warmup", "transfer", "amp_trials", "amp_summary", "scaling",
-                 "collectives"):
+    for name in registry.RUN_TABLES:  # every table a stage writes (each row names its device)
         df = tables.get(name)
         if df is not None and not df.empty and set(keys) <= set(df.columns):
             parts.append(df[keys])
