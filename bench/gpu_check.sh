@@ -23,7 +23,7 @@
 #   report.html      the HTML report, once written
 #
 # Adding to the check:
-#   - a pipeline stage (registry.STAGES) runs in step 4 by itself: give it small sizes in bench/gpu_config.yaml;
+#   - a pipeline stage (registry.STAGES) runs in step 4 by itself: give it small sizes in its Stage.gpu_check;
 #     gpu_summary.py lists every registry table it finds, so it shows in summary.txt too;
 #   - a script: ONE line `step NAME BUDGET_S command...` in plan() (the command is a program, or a function
 #     defined here and exported); it writes its files to "$STEP_OUT" and prints "KEY ..." lines for the
@@ -113,7 +113,11 @@ fidelity() {
 }
 
 pipeline() {
-  cp "$CONFIG" "$WORK/config.yaml"
+  if [ -n "${GPU_CHECK_CONFIG:-}" ]; then  # a whole config of its own (the CPU stand-in)
+    cp "$CONFIG" "$WORK/config.yaml"
+  else  # the run-wide keys and each stage's gpu_check section (bench/gpu_config.py); JSON is YAML too
+    "$PY" bench/gpu_config.py "$CONFIG" "$WORK/config.yaml" || return 2
+  fi
   "$PY" -m snakemake -s "$PWD/Snakefile" --directory "$WORK" --configfile "$WORK/config.yaml" \
     --cores all --resources bench=1 --show-failed-logs
 }

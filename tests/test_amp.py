@@ -20,7 +20,8 @@ from scipy import stats
 from accelbench import backends, registry
 from accelbench.backends import BackendUnavailable
 from accelbench.backends.cpu import precision_note
-from accelbench.run.config import ConfigError, check_amp_config, config_hash, with_defaults
+from accelbench.run.config import ConfigError, config_hash, with_defaults
+from accelbench.stages.amp.config_check import check_amp_config
 from accelbench.run.io import Checkpoint
 from accelbench.stages import common
 from accelbench.stages.amp import measure as amp

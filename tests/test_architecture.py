@@ -257,7 +257,6 @@ CROSS_STAGE_READERS = {
     "src/accelbench/reporting/roofline.py": "the roofline over matmul, search, membw and AMP",
     "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
     "src/accelbench/reporting/references.py": "published matmul figures",
-    "src/accelbench/run/config.py": "the cross-key config checks",
     "src/accelbench/stages/common.py": "every device stage warms its device with the warm-up stage's rule",
     "src/accelbench/stages/detect.py": "the matmul peak overrides",
     "workflow/rules/compare.smk": "the AMP comparison file",
@@ -325,3 +324,28 @@ def test_name_scan_finds_a_planted_name(tmp_path):
     own.parent.mkdir(parents=True)
     own.write_text(planted.read_text())
     assert not name_offenders([own], names, root=tmp_path)  # in its own package
+
+
+def test_a_new_plugin_is_collected_from_its_package_alone(tmp_path, monkeypatch):
+    """The proof of the plug-in architecture at the registry: a package with only PLUGIN in its __init__ gives a
+    stage (after the others, in PLUGINS order), its tables (with their stage), its figure and its section."""
+    pkg = tmp_path / "planted_stage"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from accelbench.columns import DEVICE, PROVENANCE, cols\n"
+        "from accelbench.plugin import Compare, Figure, Hook, Resources, Section, Stage, Table\n"
+        "PLUGIN = Stage('planted', 'a planted stage', 'device', entry='planted_stage.measure',\n"
+        "    tables=(Table('planted', 'planted_{backend}.csv', cols(PROVENANCE, DEVICE, ('x_s', 'status')),\n"
+        "                  identity=('device_name',), compare=Compare(median='x_s'),\n"
+        "                  samples='planted_{backend}_samples.parquet'),),\n"
+        "    figures=(Figure('planted', ('planted',), draw=Hook('planted_stage.figures:draw')),),\n"
+        "    sections=(Section('planted', 'Planted', 115),), resources=Resources(mem_mb=123), method_version=1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stages, tables, figures, sections = registry._collect((*registry.PLUGINS, "planted_stage"))
+    names = list(stages)
+    assert names.index("planted") == names.index("scaling") + 1 < names.index("aggregate")
+    assert stages["planted"].tables == ("planted",) and stages["planted"].mem_mb == 123
+    assert tables["planted"].stage == "planted" and tables["planted"].pattern.match("planted_xpu.csv")
+    assert "planted" in figures and sections["planted"].package == "planted_stage"
+    assert list(sections)[-1] == "planted"  # order 115: after every other section
+    assert set(registry.STAGES) < set(stages)

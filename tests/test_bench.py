@@ -205,3 +205,33 @@ def test_compare_power_reports_false_alarms_and_detection_over_200_resamplings(t
     bad = subprocess.run([sys.executable, str(REPO / "bench" / "compare_power.py"), "--resamplings", "50"],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert bad.returncode != 0 and "at least 200" in bad.stderr
+
+
+def test_gpu_config_joins_each_stage_section_to_the_run_wide_keys(tmp_path):
+    """bench/gpu_config.py: the GPU check's config is bench/gpu_config.yaml's run-wide keys plus each stage's own
+    gpu_check section (declared once, in its package); the result is a valid config."""
+    import json
+
+    import yaml
+
+    from accelbench import registry
+    from accelbench.run.config import check
+
+    out = tmp_path / "config.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_config.py"), str(REPO / "bench" / "gpu_config.yaml"),
+                           str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads(out.read_text())
+    check(config)
+    base = yaml.safe_load((REPO / "bench" / "gpu_config.yaml").read_text())
+    declared = {s.config_key: s.gpu_check for s in registry.STAGES.values() if s.gpu_check}
+    assert {"matmul", "membw", "amp"} <= set(declared)
+    assert not set(declared) & set(base), "a stage's GPU-check section is declared in its package only"
+    for key, section in declared.items():
+        assert config[key] == section, key
+    assert config["matmul"]["search"]["enabled"] and config["backends"] == ["cuda"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**base, "matmul": {"sizes": [0]}}))
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_config.py"), str(bad), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("gpu_config.py: matmul.sizes"), proc.stderr

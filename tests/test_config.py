@@ -454,3 +454,27 @@ def test_snakemake_compare_to_bad_name_and_existing_runs_named(tmp_path):
     proc = snakemake(work, "--cores", "1", "--dry-run", "--config", "run=tuesday", "compare_to=monday")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "compare" in proc.stdout and "results/compare/monday__tuesday.csv" in proc.stdout
+
+
+def test_a_plugin_config_section_joins_the_schema_with_its_defaults():
+    """A stage plug-in declares its config section (Stage.schema, Stage.defaults): the schema gains it, the
+    defaults fill it, a wrong value is one line naming the key, and a section declared twice is refused."""
+    from accelbench.plugin import Stage
+
+    new = Stage("planted", "a planted stage", "device", entry="accelbench.stages.planted.measure", config_key="planted",
+                schema={"type": "object", "additionalProperties": False,
+                        "properties": {"sizes": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                                       "enabled": {"type": "boolean"}}},
+                defaults={"sizes": [128, 256], "enabled": True})
+    schema = cfg.add_plugin_sections(cfg.load_schema(cfg.SCHEMA_PATH), [new])
+    assert cfg.add_plugin_sections(cfg.load_schema(cfg.SCHEMA_PATH), []) == cfg.load_schema()  # no plug-in has one yet
+    filled = cfg.with_defaults({"backends": ["cpu"]}, schema)
+    assert filled["planted"] == {"sizes": [128, 256], "enabled": True}
+    cfg.check({"backends": ["cpu"], "planted": {"sizes": [64]}}, schema)
+    with pytest.raises(cfg.ConfigError, match=r"^planted\.sizes"):
+        cfg.check({"backends": ["cpu"], "planted": {"sizes": [0]}}, schema)
+    with pytest.raises(cfg.ConfigError, match="planted"):
+        cfg.check({"backends": ["cpu"], "planted": {"size": [64]}}, schema)
+    clash = Stage("again", "x", "device", entry="m", config_key="matmul", defaults={"sizes": [1]})
+    with pytest.raises(ValueError, match="declare it once"):
+        cfg.add_plugin_sections(cfg.load_schema(cfg.SCHEMA_PATH), [clash])

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from accelbench import registry
+from accelbench import backends, registry
 from accelbench.run import launch
 from tiny_config import SCALING_ON, TINY
 from workflow_runner import run_snakemake
@@ -95,7 +95,7 @@ def test_search_and_bandwidth_values_plausible(tiny_run):
 @pytest.mark.slow
 def test_devices_json_reports_every_backend(tiny_run):
     devices = json.loads((tiny_run / "results" / "tiny" / "devices.json").read_text())
-    assert set(devices["backends"]) == set(registry.backends.NAMES) == {"cpu", "cuda", "rocm", "mps", "xla", "xpu"}
+    assert set(devices["backends"]) == set(backends.NAMES) == {"cpu", "cuda", "rocm", "mps", "xla", "xpu"}
     assert devices["backends"]["cpu"]["present"] is True
     import torch
 

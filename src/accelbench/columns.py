@@ -52,8 +52,14 @@ COMPARABLE = ("ok",)
 FAILURES = ("oom", "unsupported", "error", "absent")
 
 # ---- labels -------------------------------------------------------------------------------------------------
-# Verdict colours (Okabe-Ito, colour-blind safe): figures use the line colour, the report's badges fg/bg.
-VERDICT_COLORS = {"slower": "#D55E00", "faster": "#009E73", "same": "#7f7f7f", "inconclusive": "#E69F00"}
+# The colours of accelbench compare's verdicts, defined once: ``line`` in figures (Okabe-Ito, colour-blind safe),
+# ``fg``/``bg`` of the report's badges (dark text on a light ground of the same hue, readable in print).
+VERDICT_COLORS = {
+    "slower": {"line": "#D55E00", "fg": "#8c1111", "bg": "#fbe1e1"},
+    "faster": {"line": "#009E73", "fg": "#1a5e20", "bg": "#e3f1e4"},
+    "same": {"line": "#7f7f7f", "fg": "#3d3d3d", "bg": "#eeeeee"},
+    "inconclusive": {"line": "#E69F00", "fg": "#7a4a00", "bg": "#fdf0d5"},
+}
 
 
 def cols(*parts) -> tuple[str, ...]:

@@ -187,6 +187,9 @@ class Stage:
     checkpoint: bool = False
     since_config_key: str | None = None
     gpu_check: dict = field(default_factory=dict)
+    # the stage's rules between config keys a schema cannot say: check(config) on the defaults-filled config,
+    # raising run.config.ConfigError with one line naming the key (run.config.check_cross_keys calls it)
+    config_check: Hook | None = None
 
     @property
     def module(self) -> str:

@@ -84,10 +84,11 @@ CORE_SECTIONS = (
 )
 
 
-def _collect():
-    plugins = [importlib.import_module(name).PLUGIN for name in PLUGINS]
+def _collect(plugin_names: tuple[str, ...] = PLUGINS):
+    """STAGES, TABLES, FIGURES and SECTIONS from the plug-ins (and the core's own), in run and page order."""
+    plugins = [importlib.import_module(name).PLUGIN for name in plugin_names]
     stages, tables, figures, sections = {}, {t.name: t for t in CORE_TABLES}, {}, {}
-    for name, plugin in zip(PLUGINS, plugins):
+    for name, plugin in zip(plugin_names, plugins):
         for t in plugin.tables:
             if t.name in tables:
                 raise ValueError(f"{name}: table {t.name!r} is declared twice")

@@ -8,12 +8,11 @@ import socket
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from accelbench import backends, registry  # noqa: E402
 from accelbench.run import containers as _containers  # noqa: E402
-from accelbench.run.config import ConfigError, check as check_config, check_compare_to, run_config  # noqa: E402
+from accelbench.run.config import (ConfigError, check as check_config, check_compare_to, run_config,  # noqa: E402
+                                    with_defaults)
 from accelbench.run.provenance import git_commit as _git_commit  # noqa: E402
 
 
@@ -22,7 +21,9 @@ try:
     check_config(config)
 except ConfigError as exc:
     sys.exit(f"accelbench: config error: {exc}")
-validate(config, schema="../schemas/config.schema.yaml")  # fills defaults
+# fill the defaults from the whole schema: the schema file's and each plug-in's own config section
+# (registry: Stage.schema, Stage.defaults), which snakemake's validate of the file alone would not know
+config.update(with_defaults(config))
 
 
 def _run_id():

@@ -244,7 +244,7 @@ def _read_json(path: Path, problems: Problems, run_id: str | None) -> dict | Non
 def find_run_dirs(results: Path, out_dir: Path | None = None) -> list[Path]:
     """Every folder under ``results`` holding a run.json (not the aggregate output, logs or checkpoints)."""
     out = []
-    for run_json in sorted(results.rglob("run.json")):
+    for run_json in sorted(results.rglob(registry.RUN_FILE)):
         d = run_json.parent
         if out_dir is not None and (d.resolve() == out_dir.resolve() or out_dir.resolve() in d.resolve().parents):
             continue
@@ -270,23 +270,23 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
 
     for run_dir in run_dirs:
         n_before = len(problems.items)
-        run_info = _read_json(run_dir / "run.json", problems, None)
+        run_info = _read_json(run_dir / registry.RUN_FILE, problems, None)
         if run_info is None:
             runs_manifest.append({"run_id": None, "run_dir": str(run_dir), "files": [], "complete": False})
             continue
         run_id = str(run_info.get("run") or run_dir.name)
         if run_id in seen_ids:
-            problems.add(run_dir / "run.json", "duplicate_run",
+            problems.add(run_dir / registry.RUN_FILE, "duplicate_run",
                          f"run id {run_id!r} also used by {seen_ids[run_id]}: rename one run (config key 'run')",
                          run_id)
         seen_ids.setdefault(run_id, str(run_dir))
         config = run_info.get("config") or {}
-        devices = _read_json(run_dir / "devices.json", problems, run_id) or {}
+        devices = _read_json(run_dir / registry.DEVICES_FILE, problems, run_id) or {}
         if devices:
             # object dtype: device facts keep their own form ("9.0" stays a string, 16 an integer)
             frames["devices"].append(pd.DataFrame(device_rows(devices, run_id), dtype=object))
             if devices.get("config_hash") and devices.get("config_hash") != run_info.get("config_hash"):
-                problems.warn(run_dir / "devices.json", "config_hash_mismatch",
+                problems.warn(run_dir / registry.DEVICES_FILE, "config_hash_mismatch",
                               f"config_hash {devices.get('config_hash')} differs from run.json's "
                               f"{run_info.get('config_hash')}", run_id)
 
@@ -359,7 +359,7 @@ def write(tables: dict, manifest: dict, out_dir: Path) -> None:
     out_dir = Path(out_dir)
     for table, df in tables.items():
         atomic_write_csv(out_dir / f"{table}.csv", df)
-    atomic_write_json(out_dir / "manifest.json", manifest)  # last: its presence means the tables are there
+    atomic_write_json(out_dir / registry.MANIFEST, manifest)  # last: its presence means the tables are there
 
 
 def add_arguments(p) -> None:
@@ -371,7 +371,7 @@ def add_arguments(p) -> None:
 
 def cli(args) -> int:
     results = Path(args.results)
-    out_dir = Path(args.out_dir) if args.out_dir else results / "aggregate"
+    out_dir = Path(args.out_dir) if args.out_dir else results / registry.AGGREGATE_DIR
     tables, manifest = aggregate(results, out_dir)
     manifest["allow_incomplete"] = bool(args.allow_incomplete)
     write(tables, manifest, out_dir)

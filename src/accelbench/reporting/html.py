@@ -34,6 +34,7 @@ from jinja2 import (ChoiceLoader, Environment, FileSystemLoader, PackageLoader, 
 from markupsafe import Markup, escape
 
 from .. import __version__, backends, registry
+from ..columns import VERDICT_COLORS
 from ..run.io import atomic_write_text
 from ..run.provenance import CHECKOUT
 from . import roofline as R
@@ -486,7 +487,7 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
                   comparison: str | Path | None = None) -> dict:
     captions_dir = captions_dir if captions_dir is not None else default_captions_dir()
     aggregate_dir, plots_dir = Path(aggregate_dir), Path(plots_dir)
-    manifest_path = aggregate_dir / "manifest.json"
+    manifest_path = aggregate_dir / registry.MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
         "complete": False, "problems": [{"file": str(manifest_path), "message": "missing: run accelbench aggregate"}],
         "warnings": [], "runs": [], "files_read": []}
@@ -529,9 +530,7 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "files_read": manifest.get("files_read", []),
         "references": reference_summary(tables),
         "comparison": comparison_context(comparison, captions_dir),
-        "verdict_colors": {"slower": {"fg": "#8c1111", "bg": "#fbe1e1"}, "faster": {"fg": "#1a5e20", "bg": "#e3f1e4"},
-                           "same": {"fg": "#3d3d3d", "bg": "#eeeeee"},
-                           "inconclusive": {"fg": "#7a4a00", "bg": "#fdf0d5"}},
+        "verdict_colors": VERDICT_COLORS,
     }
     # every section's variables, from its declaration's context hook (registry.SECTIONS, in page order)
     sections = []

@@ -31,9 +31,7 @@ figure names are ``registry.FIGURES``; ``make_figures`` draws each with its decl
 from __future__ import annotations
 
 import math
-import os
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -48,7 +46,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from .. import registry  # noqa: E402
+from .. import columns, registry  # noqa: E402
+from ..run.io import atomic_file  # noqa: E402
 from . import roofline as R  # noqa: E402
 from . import tables as S  # noqa: E402
 
@@ -310,7 +309,7 @@ def fig_roofline(plt, sns, tables, series):
 
 # ---- the comparison of two runs (accelbench compare; not a registry figure: it exists only with a baseline) ----
 
-VERDICT_COLORS = {"slower": "#D55E00", "faster": "#009E73", "same": "#7f7f7f", "inconclusive": "#E69F00"}
+VERDICT_COLORS = {verdict: c["line"] for verdict, c in columns.VERDICT_COLORS.items()}
 DEVICE_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
@@ -413,19 +412,17 @@ def write_comparison_figure(points: pd.DataFrame, baseline: str, candidate: str,
     fig = fig_comparison(plt, sns, points, baseline, candidate, min_effect)
     written = []
     for path, ext in ((Path(png), "png"), (Path(svg), "svg")):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{ext}", dir=path.parent)
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format=ext, dpi=DPI, metadata={"Date": None} if ext == "svg" else {"Software": None})
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        save_figure(fig, path, ext)
         written.append(path)
     plt.close(fig)
     return written
+
+
+def save_figure(fig, path: Path, ext: str) -> None:
+    """``fig`` as ``ext`` (png, svg) at ``path``, written atomically and synced (``run.io.atomic_file``); no date or
+    software stamp in the file, so the same figure gives the same bytes."""
+    with atomic_file(path, "wb") as fh:
+        fig.savefig(fh, format=ext, dpi=DPI, metadata={"Date": None} if ext == "svg" else {"Software": None})
 
 
 def drawer(name: str):
@@ -451,15 +448,7 @@ def write_figures(aggregate_dir: str | Path, out_dir: str | Path) -> list[Path]:
         fig = figures[name]
         for ext in ("png", "svg"):
             path = out_dir / f"{name}.{ext}"
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{ext}", dir=out_dir)
-            os.close(fd)
-            try:
-                fig.savefig(tmp, format=ext, dpi=DPI, metadata={"Date": None} if ext == "svg" else {"Software": None})
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            save_figure(fig, path, ext)
             written.append(path)
         plt.close(fig)
     return written

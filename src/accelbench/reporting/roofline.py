@@ -34,13 +34,15 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..columns import TRUSTED
+from ..stages.membw import KERNELS, LAUNCH
+
 LAUNCH_FACTOR = 2.0  # within 2x of the launch floor: at least about half of the call is fixed overhead
 VERDICTS = ("compute_bound", "memory_bound", "launch_bound", "unknown")
 # (operand, result) bytes per element of a product in each dtype
 ELEMENT_BYTES = {"float32": (4, 4), "tf32": (4, 4), "bfloat16": (2, 2), "float16": (2, 2),
                  "float8_e4m3fn": (1, 2), "float64": (8, 8)}
 MODE_DTYPE = {"fp32": "float32", "tf32": "tf32", "amp_bf16": "bfloat16", "amp_fp16": "float16"}
-TRUSTED = ("ok", "unstable")
 
 
 def _num(x) -> float:
@@ -176,13 +178,13 @@ def device_roofs(membw: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (run_id, device), g in membw.groupby(["run_id", "device"], sort=True):
         ok = df[(df["run_id"] == run_id) & (df["device"] == device)]
-        launch = ok[ok["kernel"] == "launch"]["median_s"]
+        launch = ok[ok["kernel"] == LAUNCH]["median_s"]
         peak = _num(g["peak_gbps"].dropna().iloc[0]) if g["peak_gbps"].notna().any() else math.nan
         row = {"run_id": run_id, "device": device, "peak_gbps": peak,
                "launch_s": float(launch.iloc[0]) if len(launch) else math.nan,
                "bandwidth_gbps": math.nan, "bandwidth_source": "", "bandwidth_size_bytes": math.nan,
                "beyond_cache": False}
-        for kernel in ("triad", "copy"):
+        for kernel in reversed(KERNELS):  # triad first (reads two arrays, writes one: as most kernels), then copy
             k = ok[(ok["kernel"] == kernel) & (ok["gbps"] > 0)]
             if len(k):
                 top = k.loc[k["size_bytes"].idxmax()]

@@ -22,7 +22,7 @@ import re
 import pandas as pd
 import seaborn as sns
 
-from .. import backends
+from .. import backends, columns, registry
 
 BACKEND_ORDER = list(backends.NAMES)
 DTYPE_ORDER = ["float64", "float32", "tf32", "bfloat16", "float16", "float8_e4m3fn"]
@@ -30,8 +30,7 @@ DTYPE_LABEL = {"float64": "FP64", "float32": "FP32", "tf32": "TF32", "bfloat16":
                "float8_e4m3fn": "FP8 (e4m3)"}
 
 # statuses with a timing (the number exists) and those whose number can be trusted
-MEASURED = ("ok", "unstable", "invalid", "wrong_result")
-TRUSTED = ("ok", "unstable")
+MEASURED, TRUSTED = columns.MEASURED, columns.TRUSTED  # the status groups (accelbench.columns)
 
 # status -> (foreground, background, one-line meaning); colours readable for colour-blind readers
 # and always shown together with the status word
@@ -77,8 +76,7 @@ def series(tables: dict) -> pd.DataFrame:
     """
     keys = ["run_id", "backend", "device", "device_name"]
     parts = []
-    for name in ("matmul", "matmul_search", "membw", "warmup", "transfer", "amp_trials", "amp_summary", "scaling",
-                 "collectives"):
+    for name in registry.RUN_TABLES:  # every table a stage writes (each row names its device)
         df = tables.get(name)
         if df is not None and not df.empty and set(keys) <= set(df.columns):
             parts.append(df[keys])

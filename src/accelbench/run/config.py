@@ -20,7 +20,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from .. import backends
+from .. import backends, registry
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "config.schema.yaml"
 
@@ -47,7 +47,28 @@ def load_schema(path: Path | str | None = None) -> dict:
     if key not in _SCHEMA_CACHE:
         with open(path) as fh:
             _SCHEMA_CACHE[key] = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    return copy.deepcopy(_SCHEMA_CACHE[key])
+    schema = copy.deepcopy(_SCHEMA_CACHE[key])
+    return add_plugin_sections(schema) if path.resolve() == SCHEMA_PATH.resolve() else schema
+
+
+def add_plugin_sections(schema: dict, stages=None) -> dict:
+    """The whole schema: the file's, plus each stage plug-in's own config section ``config[Stage.config_key]``
+    (its ``schema`` fragment, with its ``defaults`` as the properties' defaults). A section the file already has
+    (the stages written before plug-ins) must not be declared again."""
+    props = schema.setdefault("properties", {})
+    for stage in (registry.STAGES.values() if stages is None else stages):
+        if not stage.config_key or not (stage.schema or stage.defaults):
+            continue
+        if stage.config_key in props:
+            raise ValueError(f"stage {stage.name}: config section {stage.config_key!r} is in the schema file and "
+                             "in its plug-in; declare it once")
+        section = copy.deepcopy(stage.schema) or {}
+        section.setdefault("type", "object")
+        section.setdefault("default", {})
+        for key, value in stage.defaults.items():
+            section.setdefault("properties", {}).setdefault(key, {}).setdefault("default", copy.deepcopy(value))
+        props[stage.config_key] = section
+    return schema
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -193,85 +214,18 @@ def check(config: dict, schema: dict | None = None) -> dict:
 
 def check_cross_keys(config: dict) -> None:
     """Rules between keys that a JSON schema cannot say, on the defaults-filled config; checked with
-    the schema so that they too stop the run before any job (not halfway, when the stage gets there)."""
-    warm = config.get("warmup") or {}
-    if {"window", "max_iters"} <= warm.keys() and warm["window"] > warm["max_iters"]:
-        raise ConfigError(f"warmup.window: {warm['window']} is larger than warmup.max_iters ({warm['max_iters']}), "
-                          f"so the device could never be found stable; allowed: 2 .. {warm['max_iters']}")
-    mm = config.get("matmul") or {}
-    if mm.get("soak_s", 0) > 0 and mm.get("soak_interval_s", 0) > mm["soak_s"]:
-        raise ConfigError(f"matmul.soak_interval_s: {mm['soak_interval_s']} is longer than matmul.soak_s "
-                          f"({mm['soak_s']}), so the soak would have no whole interval; allowed: up to {mm['soak_s']}")
-    if "amp" in config:
-        check_amp_config(config["amp"])
-    if "matmul" in config:
-        check_matmul_config(config["matmul"])
-    if "membw" in config:
-        check_membw_config(config["membw"])
+    the schema so that they too stop the run before any job (not halfway, when the stage gets there). Each stage's
+    own rules are its declaration's ``config_check`` (a hook to ``check(config)``, in its package)."""
+    for stage in registry.STAGES.values():
+        if stage.config_check is not None:
+            stage.config_check.load()(config)
     if "container" in config and "backends" in config:
         check_container_config(config)
-    if "scaling" in config and "amp" in config:
-        check_scaling_config(config["scaling"], config["amp"])
-
-
-def check_amp_config(amp_cfg: dict) -> None:
-    """AMP rules between keys; one line naming the key."""
-    if amp_cfg["warmup_steps"] >= amp_cfg["steps"]:
-        raise ConfigError(f"amp.warmup_steps: {amp_cfg['warmup_steps']} must be below amp.steps ({amp_cfg['steps']}); "
-                          f"allowed: 0 .. {amp_cfg['steps'] - 1}")
-    if amp_cfg["batch_size"] > amp_cfg["data"]["n_train"]:
-        raise ConfigError(f"amp.batch_size: {amp_cfg['batch_size']} is larger than amp.data.n_train "
-                          f"({amp_cfg['data']['n_train']}); allowed: 1 .. {amp_cfg['data']['n_train']}")
-    t = amp_cfg["transformer"]
-    if "transformer" in amp_cfg["workloads"] and t["d_model"] % t["n_heads"]:
-        raise ConfigError(f"amp.transformer.n_heads: {t['n_heads']} does not divide amp.transformer.d_model "
-                          f"({t['d_model']}); allowed: a divisor of d_model")
-
-
-def check_scaling_config(scaling: dict, amp_cfg: dict) -> None:
-    """Scaling rules between keys: sizes in order, world size 1 measured (the efficiency's baseline),
-    every world's global batch (world size x amp.batch_size) within the training set."""
-    sizes = scaling["sizes"]
-    if sizes["min_bytes"] > sizes["max_bytes"]:
-        raise ConfigError(f"scaling.sizes.min_bytes: {sizes['min_bytes']} is larger than scaling.sizes.max_bytes "
-                          f"({sizes['max_bytes']}); allowed: 1 .. {sizes['max_bytes']}")
-    worlds = scaling["world_sizes"]
-    if worlds and 1 not in worlds:
-        raise ConfigError(f"scaling.world_sizes: {worlds} lacks 1, the baseline of scaling_efficiency; allowed: a "
-                          "list that includes 1, or [] for 1, 2, 4, ... up to every device")
-    n_train, batch = amp_cfg["data"]["n_train"], amp_cfg["batch_size"]
-    if worlds and max(worlds) * batch > n_train:
-        raise ConfigError(f"scaling.world_sizes: world size {max(worlds)} x amp.batch_size {batch} exceeds "
-                          f"amp.data.n_train ({n_train}); allowed: world sizes up to {n_train // batch}")
 
 
 def shape_label(shape: dict) -> str:
     """The name a ``matmul.shapes`` entry is reported under: its ``name``, else ``<m>x<n>x<k>``."""
     return shape.get("name") or f"{shape['m']}x{shape['n']}x{shape['k']}"
-
-
-def check_matmul_config(mm: dict) -> None:
-    """matmul.shapes: every shape reported under its own name; matmul.search: each axis min <= max."""
-    seen: dict[str, int] = {}
-    for i, shape in enumerate(mm.get("shapes") or []):
-        label = shape_label(shape)
-        if label in seen:
-            raise ConfigError(f"matmul.shapes[{i}]: name {label!r} is also matmul.shapes[{seen[label]}]'s; "
-                              "allowed: a name (or m x n x k) used once")
-        seen[label] = i
-    search = mm.get("search") or {}
-    for axis in ("m", "n", "k"):
-        a = search.get(axis) or {}
-        if {"min", "max"} <= a.keys() and a["min"] > a["max"]:
-            raise ConfigError(f"matmul.search.{axis}.min: {a['min']} is larger than matmul.search.{axis}.max "
-                              f"({a['max']}); allowed: 1 .. {a['max']}")
-
-
-def check_membw_config(bw: dict) -> None:
-    """membw: the smallest size must lie below the largest."""
-    if {"min_kb", "max_mb"} <= bw.keys() and bw["min_kb"] * 1024 >= bw["max_mb"] * 1024 ** 2:
-        raise ConfigError(f"membw.min_kb: {bw['min_kb']} KiB is not below membw.max_mb ({bw['max_mb']:g} MiB); "
-                          f"allowed: 1 .. {int(bw['max_mb'] * 1024) - 1}")
 
 
 # Keys that choose what is reported about a run, not what it measures: left out of its hash (and of the run_info
@@ -293,9 +247,10 @@ def check_compare_to(config: dict, results: str | Path, run: str) -> Path | None
     if name == run:
         raise ConfigError(f"compare_to: {name!r} is this run itself; allowed: another run under {results}/")
     folder = Path(results) / name
-    if not (folder / "run.json").is_file():
-        runs = sorted(p.parent.name for p in Path(results).glob("*/run.json") if p.parent.name != run)
-        raise ConfigError(f"compare_to: {name!r} is not a run under {results}/ (no {folder}/run.json); allowed: "
+    if not (folder / registry.RUN_FILE).is_file():
+        runs = sorted(p.parent.name for p in Path(results).glob(f"*/{registry.RUN_FILE}") if p.parent.name != run)
+        raise ConfigError(f"compare_to: {name!r} is not a run under {results}/ (no {folder}/{registry.RUN_FILE}); "
+                          "allowed: "
                           + (", ".join(runs) if runs else "none yet: run the baseline first"))
     return folder
 

@@ -28,7 +28,7 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def _atomic_file(path: str | Path, mode: str):
+def atomic_file(path: str | Path, mode: str):
     """A file open for writing under a temporary name beside ``path``, renamed onto ``path`` once the block
     has written and synced it: a reader sees the old file or the whole new one, never half of one."""
     path = Path(path)
@@ -48,7 +48,7 @@ def _atomic_file(path: str | Path, mode: str):
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    with _atomic_file(path, "w") as fh:
+    with atomic_file(path, "w") as fh:
         fh.write(text)
 
 
@@ -65,7 +65,7 @@ def atomic_write_csv(path: str | Path, rows: Iterable[dict] | pd.DataFrame, colu
 
 def atomic_write_parquet(path: str | Path, df: pd.DataFrame) -> None:
     """``df`` as a Parquet file (pyarrow, zstd), written to a temporary name and renamed into place."""
-    with _atomic_file(path, "wb") as fh:
+    with atomic_file(path, "wb") as fh:
         pq.write_table(pa.Table.from_pandas(df, preserve_index=False), fh, compression="zstd")
 
 

@@ -65,12 +65,14 @@ def container_image() -> str:
     return ""
 
 
-def software() -> dict:
-    import torch  # noqa: PLC0415 (run-info and aggregate use this module on hosts that never import torch)
+def software(torch=None) -> dict:
+    """Python's and torch's versions (``torch``: the module to read, a fake in tests; None: the real one)."""
+    if torch is None:
+        import torch  # noqa: PLC0415 (run-info and aggregate use this module on hosts that never import torch)
 
     return {
         "python_version": platform.python_version(),
-        "torch_version": torch.__version__,
+        "torch_version": getattr(torch, "__version__", None),
         "cuda_version": getattr(torch.version, "cuda", None) or "",
         "hip_version": getattr(torch.version, "hip", None) or "",
     }

@@ -1,4 +1,4 @@
-"""What every device stage (warmup, matmul, transfer, amp) does before it measures: read the run, build
+"""What every device stage (registry.DEVICE_STAGES) does before it measures: read the run, build
 the provenance every row carries, apply the thread count, find the backend's devices, let the backend set
 its process-wide state (``Backend.prepare_process``), and warm each device in this process before
 measuring it.

@@ -23,7 +23,7 @@ from .. import __version__, backends
 from ..backends import DTYPES
 from ..measure import telemetry as tm
 from ..run.io import atomic_write_json
-from ..run.provenance import container_image, environment, package_versions, read_run_info
+from ..run.provenance import container_image, environment, package_versions, read_run_info, software
 
 
 def device_peaks(backend, info: dict, threads: int | None, overrides: dict | None) -> dict:
@@ -81,12 +81,9 @@ def detect(run_info: dict, torch=None, *, probes: dict[str, Callable[[], dict]] 
         "accelbench_version": run_info.get("accelbench_version") or __version__,
         "git_commit": run_info.get("git_commit"),
         "config_hash": run_info.get("config_hash"),
-        "python_version": platform.python_version(),
+        **software(torch),
         "python_executable": sys.executable,
         "platform": platform.platform(),
-        "torch_version": getattr(torch, "__version__", None),
-        "cuda_version": getattr(torch.version, "cuda", None) or "",
-        "hip_version": getattr(torch.version, "hip", None) or "",
         "container_image": container_image(),
         "env": environment(),
         "packages": package_versions(),

@@ -55,7 +55,7 @@ from ...backends import AmpPolicy, Backend
 from ...measure import telemetry as tm
 from ...measure import samples as sample_table
 from ...measure.failures import first_line
-from ...run.config import check_amp_config
+from .config_check import check_amp_config
 from ...run.io import Checkpoint, atomic_write_csv
 from .stats import summarize_trials
 from ..common import add_device_stage_arguments, start

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from ...measure.paired import _t_interval, paired_diff_ci, speedup_ci  # noqa: F401  (re-exported)

@@ -22,10 +22,10 @@ import math
 import time
 from typing import Callable
 
+from ...columns import TRUSTED
 from ...measure import telemetry as tm
 from ...measure.failures import failure_status, one_line
 
-MEASURED = ("ok", "unstable")
 
 
 def soak_target(rows: list[dict], device: str) -> tuple[str, int] | None:
@@ -33,7 +33,7 @@ def soak_target(rows: list[dict], device: str) -> tuple[str, int] | None:
     that n the dtype with the highest TFLOP/s; None when the device has no measured point."""
     best = None
     for r in rows:
-        if str(r.get("device")) != str(device) or r.get("status") not in MEASURED:
+        if str(r.get("device")) != str(device) or r.get("status") not in TRUSTED:
             continue
         try:
             n, tflops = int(r["n"]), float(r["tflops"])

@@ -34,6 +34,7 @@ from typing import Callable
 
 from ... import registry
 from ...measure import shape_search
+from ...columns import TRUSTED
 from ...measure.timing import Measurer
 from ...run.io import Checkpoint, atomic_write_csv
 from ..common import add_device_stage_arguments, start
@@ -42,7 +43,6 @@ from ..matmul.measure import Settings, Shape, TorchMatmul, _Unusable, measure_po
 TABLE = registry.TABLES["matmul_search"]
 COLUMNS = TABLE.all_columns
 CHECKPOINT_KEY = ("device", "dtype", "phase", "m", "n", "k")
-TRUSTED = ("ok", "unstable")
 ERRORS_TO_GIVE_UP = 3  # consecutive errors before any usable point: the device cannot run this dtype
 
 

@@ -5,6 +5,9 @@ from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, cols
 from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", *FAILURES)
+# the kernels (column ``kernel``): STREAM's copy and triad across sizes, and the launch-latency floor
+KERNELS = ("copy", "triad")
+LAUNCH = "launch"
 
 PLUGIN = Stage(
     "membw", "device-local memory bandwidth (copy, triad) across sizes, and the launch-latency floor", "device",
@@ -26,6 +29,8 @@ PLUGIN = Stage(
     ),
     figures=(Figure("membw", ("membw",), draw=Hook("accelbench.stages.membw.figures:fig_membw")),),
     sections=(Section("membw", "Memory", 40, context=Hook("accelbench.stages.membw.report:context")),),
+    config_check=Hook("accelbench.stages.membw.config_check:check"),
+    gpu_check={"max_mb": 1024, "llc_factor": 64},  # the GPU check: up to 1 GiB per array, far past the 60 MB L2, in HBM
     config_key="membw", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     since_config_key="membw",
 )

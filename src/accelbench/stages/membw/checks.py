@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import KERNELS, LAUNCH
 from ...reporting.aggregate import Problems
 
 
@@ -15,10 +16,11 @@ def check_membw_points(df, table: str, config: dict, path: Path, problems: Probl
         return
     for device, group in df[df["status"].astype(str) != "absent"].groupby("device", sort=True):
         kernels = set(group["kernel"].dropna().astype(str))
-        if "launch" not in kernels:
+        if LAUNCH not in kernels:
             problems.add(path, "missing_points", f"{device}: no launch-latency row (file cut short?)", run_id)
-        sizes = {k: set(group[group["kernel"] == k]["size_bytes"].dropna().astype(int)) for k in ("copy", "triad")}
-        if sizes["copy"] != sizes["triad"] or not sizes["copy"]:
-            odd = sorted(sizes["copy"] ^ sizes["triad"]) or ["all"]
+        sizes = {k: set(group[group["kernel"] == k]["size_bytes"].dropna().astype(int)) for k in KERNELS}
+        first, second = (sizes[k] for k in KERNELS)
+        if first != second or not first:
+            odd = sorted(first ^ second) or ["all"]
             problems.add(path, "missing_points", f"{device}: copy and triad rows differ at size(s) "
                          f"{', '.join(map(str, odd))} (file cut short?)", run_id)

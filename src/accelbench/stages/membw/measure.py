@@ -40,12 +40,11 @@ from ...measure.failures import failure_status, one_line
 from ...measure.timing import Measurer, TimingStats, is_unstable
 from ...run.io import atomic_write_csv
 from ..common import add_device_stage_arguments, start
+from . import KERNELS, LAUNCH
 
 TABLE = registry.TABLES["membw"]
 COLUMNS = TABLE.all_columns
-KERNELS = ("copy", "triad")
-ARRAYS = {"copy": 2, "triad": 3}  # arrays read or written per call (STREAM's byte count)
-LAUNCH = "launch"
+ARRAYS = dict(zip(KERNELS, (2, 3)))  # arrays read or written per call (STREAM's byte count: copy 2, triad 3)
 ELEMENT_BYTES = 4  # float32
 MEMORY_FRACTION = 0.4  # the three arrays of the largest size within this share of free memory
 TRIAD_SCALAR = 3.0

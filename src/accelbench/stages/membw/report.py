@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from . import KERNELS
 from ...reporting import roofline as R
 from ...reporting import tables as S
 from ...reporting.html import _cell, _tflops_ci
@@ -22,7 +23,7 @@ def membw_tables(tables, series) -> dict:
         r = roofs[(roofs["run_id"] == g["run_id"].iloc[0]) & (roofs["device"] == g["device"].iloc[0])]
         r = r.iloc[0] if len(r) else None
         cells = {}
-        for kernel in ("copy", "triad"):
+        for kernel in KERNELS:
             k = g[(g["kernel"] == kernel) & g["status"].isin(S.TRUSTED)]
             if k.empty:
                 cells[kernel] = {"gbps": "—", "ci": "", "pct": "—"}

@@ -49,5 +49,9 @@ PLUGIN = Stage(
         Figure("peer_copy", ("peer_copy",), draw=Hook(f"{FIGURES}:fig_peer_copy"), category="Scaling"),
     ),
     sections=(Section("scaling", "Scaling", 90, context=Hook("accelbench.stages.scaling.report:context")),),
+    config_check=Hook("accelbench.stages.scaling.config_check:check"),
+    # the GPU check (one GPU): DDP at world size 1 over NCCL (DataParallel and peer copies say unsupported)
+    gpu_check={"enabled": True, "world_sizes": [], "workloads": ["mlp"], "seeds": [0, 1],
+               "sizes": {"min_bytes": 1024, "max_bytes": 1073741824, "factor": 16}, "timeout_s": 120},
     config_key="scaling", resources=Resources(mem_mb=16000, runtime_min=120, whole_node=True), method_version=1,
 )
