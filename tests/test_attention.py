@@ -501,3 +501,11 @@ def test_memory_counter_before_the_call_per_kind_untested_on_hardware():
     side.device = "mps"
     assert side._in_use("allocator") is None  # the fake has no torch.mps: null, not a crash
     assert side._in_use("rss") > 0 and side._in_use("") is None
+
+
+def test_the_default_config_file_holds_the_stages_defaults():
+    """config.yaml is the documented default config: its attention section is the declaration's defaults."""
+    import yaml
+
+    section = yaml.safe_load((ROOT / "config.yaml").read_text())["attention"]
+    assert section == PLUGIN.defaults
