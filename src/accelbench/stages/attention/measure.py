@@ -477,7 +477,8 @@ class TorchAttention:
         """float64 math attention of the query ``rows`` against every key (the causal mask written out)."""
         t = self.torch
         ref_dev = self.backend.reference_device(self.device)
-        q = x["q"].detach().index_select(2, rows.to(x["q"].device)).to(ref_dev).to(t.float64)
+        # widened before indexing: index_select of float8 tensors is missing on some devices and torch versions
+        q = x["q"].detach().to(ref_dev).to(t.float64).index_select(2, rows.to(ref_dev))
         k, v = (x[n].detach().to(ref_dev).to(t.float64) for n in ("k", "v"))
         mask = None
         if p.causal:  # is_causal is top-left aligned: query i sees keys 0..i
@@ -500,7 +501,8 @@ class TorchAttention:
                 raise
         out = result if p.mode == "forward" else result[0]
         rows = t.linspace(0, p.seq_len_q - 1, min(p.seq_len_q, CHECK_ROWS)).round().long().unique()
-        err = self._rel(out.detach().index_select(2, rows.to(out.device)), self._reference_rows(p, x, rows))
+        got = out.detach().to(t.float32).index_select(2, rows.to(out.device))
+        err = self._rel(got, self._reference_rows(p, x, rows))
         if p.mode == "forward_backward":
             err = max(err, self._grad_error(p, x if p.scores <= FULL_CHECK_SCORES else None, result))
         del result, out, x
