@@ -271,6 +271,10 @@ def test_failure_classification_of_torch_messages():
     status, detail = att.failure(RuntimeError("FlashAttention only supports Ampere GPUs or newer.\nmore"))
     assert status == "unsupported" and detail == "RuntimeError: FlashAttention only supports Ampere GPUs or newer."
     assert att.failure(RuntimeError("CUDA out of memory. Tried to allocate"))[0] == "oom"
+    assert att.failure(RuntimeError("No available kernel. Aborting execution."),
+                       reasons=["Flash attention requires head_dim <= 256"]) == (
+        "unsupported", "RuntimeError: No available kernel. Aborting execution. | torch: Flash attention requires "
+                       "head_dim <= 256")
     assert att.torch_reasons(["Memory efficient kernel not used because: (Triggered internally at x.cpp:1.)",
                               "Flash attention requires q,k,v to have the same last dimension\n and more"]) == [
         "Memory efficient kernel not used because:", "Flash attention requires q,k,v to have the same last dimension"]

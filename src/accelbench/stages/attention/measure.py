@@ -103,8 +103,9 @@ CHECK_ROWS = 128
 FULL_CHECK_SCORES = 2 ** 22  # b·h·s_q·s_k up to this: gradients checked at the point's own shape
 GRAD_CHECK_SEQ = 256
 SAMPLES_KEY = sample_table.SAMPLES_KEY  # a row's per-block times, for the samples file only (never a CSV column)
-# torch's words for a kernel refusing a point; its RuntimeError says only "No viable backend ..."
-UNSUPPORTED_MARKERS = ("no viable backend", "only supports", "not supported", "not implemented",
+# torch's words for a kernel refusing a point; its RuntimeError says only "No viable backend ..." (CPU) or
+# "No available kernel. Aborting execution." (CUDA), the reasons come as warnings
+UNSUPPORTED_MARKERS = ("no viable backend", "no available kernel", "only supports", "not supported", "not implemented",
                        "not compiled", "unsupported", "not available")
 
 
