@@ -23,17 +23,39 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "img" / "report.png"
 WIDTH, HEIGHT = 1366, 800  # the browser test's width: the report fits it without horizontal scrolling
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--no-default-browser-check", "--disable-dev-shm-usage",
-         f"--window-size={WIDTH},{HEIGHT}"]
+FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    f"--window-size={WIDTH},{HEIGHT}",
+]
 
 
 def run_pipeline(workdir: Path, cores: int) -> Path:
     """The default pipeline in ``workdir``; returns its report."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    argv = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--configfile", str(REPO / "config.yaml"), "--cores", str(cores)]
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(REPO / "config.yaml"),
+        "--cores",
+        str(cores),
+    ]
     subprocess.run(argv, check=True, env=env)
     return workdir / "results" / "report.html"
 
@@ -49,11 +71,14 @@ def shoot(report: Path, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="accelbench-chromium-") as profile:
         for flag in FLAGS + [f"--user-data-dir={profile}"]:
             options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
-                                  options=options)
+        driver = webdriver.Chrome(
+            service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options
+        )
         try:
-            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                   {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+            driver.execute_cdp_cmd(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+            )
             driver.get(report.resolve().as_uri())
             out.parent.mkdir(parents=True, exist_ok=True)
             raw = out.with_suffix(".raw.png")

@@ -37,8 +37,9 @@ def copy_generated(tmp_path: Path) -> Path:
 
 
 def test_generated_pages_are_current():
-    proc = subprocess.run([sys.executable, "-m", "accelbench.docs", "--check"], capture_output=True, text=True,
-                          cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "accelbench.docs", "--check"], capture_output=True, text=True, cwd=REPO, check=False
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -85,15 +86,15 @@ def test_check_fails_when_the_schema_changes(tmp_path, monkeypatch):
 
 def test_columns_page_lists_every_documented_and_extra_column():
     text = (REPO / docs.COLUMNS_PAGE).read_text()
-    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |\Z)", text, re.S | re.M))
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |\Z)", text, re.DOTALL | re.MULTILINE))
     assert set(sections) == set(registry.TABLES)
     shared = [*registry.PROVENANCE, *registry.DEVICE]
     for name, table in registry.TABLES.items():
-        rows = re.findall(r"^\| `(\w+)` \| (documented|extra)", sections[name], re.M)
+        rows = re.findall(r"^\| `(\w+)` \| (documented|extra)", sections[name], re.MULTILINE)
         listed = [c for c, _ in rows]
         cols = list(table.columns)
-        if cols[:len(shared)] == shared:
-            cols = cols[len(shared):]
+        if cols[: len(shared)] == shared:
+            cols = cols[len(shared) :]
             assert "Starts with the provenance and device columns." in sections[name]
         assert listed == [*cols, *table.extra], name
         assert [k for _, k in rows] == ["documented"] * len(cols) + ["extra"] * len(table.extra), name
@@ -103,7 +104,7 @@ def test_columns_page_lists_every_documented_and_extra_column():
 
 def test_config_page_lists_every_schema_key_with_its_default():
     text = (REPO / docs.CONFIG_PAGE).read_text()
-    rows = {key: cells for key, cells in re.findall(r"^\| `([\w.]+)` \|(.*)$", text, re.M)}
+    rows = {key: cells for key, cells in re.findall(r"^\| `([\w.]+)` \|(.*)$", text, re.MULTILINE)}
     schema = cfg.load_schema()
 
     def walk(node, prefix=""):
@@ -126,8 +127,15 @@ def test_mkdocs_build_strict(tmp_path):
     mkdocs = shutil.which("mkdocs") or str(Path(sys.executable).parent / "mkdocs")
     if not Path(mkdocs).exists():
         pytest.fail("mkdocs is missing: pip install -e '.[docs]'")
-    proc = subprocess.run([mkdocs, "build", "--strict", "-d", str(tmp_path / "site")], capture_output=True,
-                          text=True, cwd=REPO, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    proc = subprocess.run(
+        [mkdocs, "build", "--strict", "-d", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").exists()
     for page in ("measurements", "reference/columns", "reference/config"):
@@ -157,8 +165,10 @@ def test_readme_is_a_front_page():
     assert len(readme) <= README_LIMIT_BYTES, len(readme)
     text = readme.decode()
     # the two quick-start commands, exactly as the tests and CI run them
-    assert ("python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 -e . && "
-            'PATH="$PWD/.venv/bin:$PATH" snakemake --cores 4') in text
+    assert (
+        "python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 -e . && "
+        'PATH="$PWD/.venv/bin:$PATH" snakemake --cores 4'
+    ) in text
     assert "\nbash tests/run.sh\n" in text
     # the screenshot is a file under docs/, small, and a PNG
     shot = re.search(r"!\[[^\]]*\]\((docs/[^)]+\.png)\)", text).group(1)
@@ -173,24 +183,28 @@ def test_readme_is_a_front_page():
 
 def test_user_pages_say_nothing_of_a_particular_machine():
     """Dated figures and notes about the machine they were taken on belong to the measurements page."""
-    machine_words = re.compile(r"this (VM|machine|session)|on this \d-core", re.I)
+    machine_words = re.compile(r"this (VM|machine|session)|on this \d-core", re.IGNORECASE)
     for page in (REPO / "docs").rglob("*.md"):
         if page.name == "measurements.md":
             continue
         hits = [line for line in page.read_text().splitlines() if machine_words.search(line)]
         assert not hits, (page.name, hits[:3])
-        dated = [line for line in page.read_text().splitlines()
-                 if re.search(r"\b20\d\d-\d\d-\d\d\b", line) and "measurements.md" not in line
-                 and not re.search(r"commit|read 20|\(20\d\d-\d\d-\d\d\)|, 20\d\d-\d\d-\d\d", line)]
+        dated = [
+            line
+            for line in page.read_text().splitlines()
+            if re.search(r"\b20\d\d-\d\d-\d\d\b", line)
+            and "measurements.md" not in line
+            and not re.search(r"commit|read 20|\(20\d\d-\d\d-\d\d\)|, 20\d\d-\d\d-\d\d", line)
+        ]
         assert not dated, (page.name, dated[:3])
 
 
 def test_measurements_each_have_a_date_a_machine_and_a_command():
     text = (REPO / "docs" / "measurements.md").read_text()
-    entries = re.split(r"^## ", text, flags=re.M)[1:]
+    entries = re.split(r"^## ", text, flags=re.MULTILINE)[1:]
     assert len(entries) >= 10
     for entry in entries:
         title = entry.splitlines()[0]
-        assert re.search(r"^- \*\*Date\*\*: 20\d\d-\d\d-\d\d", entry, re.M), title
-        assert re.search(r"^- \*\*Machine\*\*: \S", entry, re.M), title
-        assert re.search(r"^- \*\*Command\*\*: .*`", entry, re.M), title
+        assert re.search(r"^- \*\*Date\*\*: 20\d\d-\d\d-\d\d", entry, re.MULTILINE), title
+        assert re.search(r"^- \*\*Machine\*\*: \S", entry, re.MULTILINE), title
+        assert re.search(r"^- \*\*Command\*\*: .*`", entry, re.MULTILINE), title

@@ -64,7 +64,10 @@ def _shared_groups(registry) -> list[tuple[str, tuple[str, ...]]]:
         cols = getattr(registry, name, None)
         if cols is None:
             try:
-                from . import columns as shared  # where the plug-in layout keeps the shared tuples
+                from . import (
+                    columns as shared,  # where the plug-in layout keeps the shared tuples
+                )
+
                 cols = getattr(shared, name, None)
             except ImportError:
                 cols = None
@@ -100,13 +103,18 @@ def _samples(registry, table) -> str | None:
 def columns_page(registry) -> str:
     groups = _shared_groups(registry)
     shared = [c for _, cols in groups for c in cols]
-    out = [HEADER.format(source="the registry (`registry.TABLES`)"), "# Column reference\n\n",
-           "Every table accelbench writes, as the registry declares it. **Documented** columns are the contract: "
-           "every file of the table has them, in this order, and `accelbench aggregate` refuses a file that lacks "
-           "one (a column added later reads as its default in older files). **Extra** columns are written after "
-           "them, beyond the contract. Per-run files are `results/<run>/<file>` with `{backend}` the backend's "
-           "name; aggregated tables are `results/aggregate/<table>.csv`. What the columns mean is described in "
-           "[Where results land](../results.md).\n\n"]
+    out = [
+        HEADER.format(source="the registry (`registry.TABLES`)"),
+        "# Column reference\n\n",
+        (
+            "Every table accelbench writes, as the registry declares it. **Documented** columns are the contract: "
+            "every file of the table has them, in this order, and `accelbench aggregate` refuses a file that lacks "
+            "one (a column added later reads as its default in older files). **Extra** columns are written after "
+            "them, beyond the contract. Per-run files are `results/<run>/<file>` with `{backend}` the backend's "
+            "name; aggregated tables are `results/aggregate/<table>.csv`. What the columns mean is described in "
+            "[Where results land](../results.md).\n\n"
+        ),
+    ]
     if groups:
         out.append("## Columns shared by the tables\n\n")
         for label, cols in groups:
@@ -117,9 +125,11 @@ def columns_page(registry) -> str:
         describe_all.update(getattr(table, "describe", None) or {})
     out.append("## Tables\n\n| table | file | written by | documented | extra |\n|---|---|---|---|---|\n")
     for table in registry.TABLES.values():
-        out.append(f"| [`{table.name}`](#{table.name}) | "
-                   f"{f'`{table.file}`' if table.file else '(made by aggregate)'} | `{table.stage}` | "
-                   f"{len(table.columns)} | {len(getattr(table, 'extra', ()) or ())} |\n")
+        out.append(
+            f"| [`{table.name}`](#{table.name}) | "
+            f"{f'`{table.file}`' if table.file else '(made by aggregate)'} | `{table.stage}` | "
+            f"{len(table.columns)} | {len(getattr(table, 'extra', ()) or ())} |\n"
+        )
     out.append("\n")
     for table in registry.TABLES.values():
         out.append(_table_section(registry, table, groups, shared))
@@ -137,23 +147,29 @@ def _table_section(registry, table, groups, shared) -> str:
     statuses = _statuses(registry, table)
     samples = _samples(registry, table)
     out = [f"### {table.name}\n\n"]
-    facts = [f"- file: {f'`{table.file}`' if table.file else 'none (made by `accelbench aggregate`)'}",
-             f"- written by: `{table.stage}`"]
+    facts = [
+        f"- file: {f'`{table.file}`' if table.file else 'none (made by `accelbench aggregate`)'}",
+        f"- written by: `{table.stage}`",
+    ]
     if getattr(table, "since", None):
         facts.append(f"- only in runs whose config has `{table.since}` (older runs are not asked for it)")
     if statuses:
         facts.append(f"- `status`: {_code(statuses)}")
     if identity:
-        facts.append(f"- point identity (what `accelbench compare` matches, with backend and device): {_code(identity)}")
+        facts.append(
+            f"- point identity (what `accelbench compare` matches, with backend and device): {_code(identity)}"
+        )
     if samples:
         facts.append(f"- raw samples: `{samples}`")
     compare = getattr(table, "compare", None)
     if compare is not None and getattr(compare, "median", None):
-        facts.append(f"- compared on: `{compare.median}`"
-                     f" ({'lower' if getattr(compare, 'lower_is_better', True) else 'higher'} is better)")
+        facts.append(
+            f"- compared on: `{compare.median}`"
+            f" ({'lower' if getattr(compare, 'lower_is_better', True) else 'higher'} is better)"
+        )
     out.append("\n".join(facts) + "\n\n")
-    if shared and cols[:len(shared)] == shared:
-        cols = cols[len(shared):]
+    if shared and cols[: len(shared)] == shared:
+        cols = cols[len(shared) :]
         out.append(f"Starts with the {' and '.join(label for label, _ in groups)} columns.\n\n")
     out.append("| column | kind | meaning |\n|---|---|---|\n")
     for kind, names in (("documented", cols), ("extra", extra)):
@@ -228,23 +244,34 @@ def _rows(schema: dict, node: dict, prefix: str):
         resolved = _resolve(schema, sub)
         nested = resolved.get("type") == "object" and resolved.get("properties")
         default = json.dumps(resolved["default"]) if "default" in resolved and not nested else ""
-        yield (key, _type(schema, sub) if not nested else "section", _allowed(schema, sub), default,
-               " ".join(str(resolved.get("description", "")).split()))
+        yield (
+            key,
+            _type(schema, sub) if not nested else "section",
+            _allowed(schema, sub),
+            default,
+            " ".join(str(resolved.get("description", "")).split()),
+        )
         if nested:
             yield from _rows(schema, resolved, f"{key}.")
 
 
 def config_page(schema: dict) -> str:
-    out = [HEADER.format(source="the config schema (`src/accelbench/data/config.schema.yaml`)"),
-           "# Config reference\n\n",
-           "Every key of the config, as the schema every config is checked against declares it (before any job "
-           "starts: a value it rejects stops the run with one line naming the key and what it allows). Defaults are "
-           "filled in by the same schema; `run.json` stores the config with them. Unknown keys are refused. How to "
-           "pass a config, and what the keys are for: [Configuration](../config.md).\n\n",
-           "| key | type | allowed | default | description |\n|---|---|---|---|---|\n"]
+    out = [
+        HEADER.format(source="the config schema (`src/accelbench/data/config.schema.yaml`)"),
+        "# Config reference\n\n",
+        (
+            "Every key of the config, as the schema every config is checked against declares it (before any job "
+            "starts: a value it rejects stops the run with one line naming the key and what it allows). Defaults are "
+            "filled in by the same schema; `run.json` stores the config with them. Unknown keys are refused. How to "
+            "pass a config, and what the keys are for: [Configuration](../config.md).\n\n"
+        ),
+        "| key | type | allowed | default | description |\n|---|---|---|---|---|\n",
+    ]
     for key, kind, allowed, default, description in _rows(schema, schema, ""):
-        out.append(f"| `{key}` | {_cell(kind)} | {_cell(allowed)} | "
-                   f"{_cell(f'`{default}`') if default else ''} | {_text(description)} |\n")
+        out.append(
+            f"| `{key}` | {_cell(kind)} | {_cell(allowed)} | "
+            f"{_cell(f'`{default}`') if default else ''} | {_text(description)} |\n"
+        )
     return "".join(out)
 
 
@@ -255,8 +282,10 @@ def stage_table(registry) -> str:
     out = ["| stage | command | runs | what it does |\n|---|---|---|---|\n"]
     for stage in registry.STAGES.values():
         kind = getattr(stage, "kind", "")
-        out.append(f"| `{stage.name}` | `accelbench {stage.name}` | {_cell(KIND_RUNS.get(kind, kind))} | "
-                   f"{_text(stage.help)} |\n")
+        out.append(
+            f"| `{stage.name}` | `accelbench {stage.name}` | {_cell(KIND_RUNS.get(kind, kind))} | "
+            f"{_text(stage.help)} |\n"
+        )
     return "".join(out)
 
 
@@ -264,7 +293,7 @@ def readme_with_stages(readme: str, registry) -> str:
     begin, end = readme.find(STAGES_BEGIN), readme.find(STAGES_END)
     if begin < 0 or end < begin:
         raise SystemExit(f"accelbench docs: {README}: no {STAGES_BEGIN!r} ... {STAGES_END!r} block")
-    return readme[:begin + len(STAGES_BEGIN)] + "\n" + stage_table(registry) + readme[end:]
+    return readme[: begin + len(STAGES_BEGIN)] + "\n" + stage_table(registry) + readme[end:]
 
 
 # ---------------------------------------------------------------------------------------------------- main
