@@ -20,9 +20,13 @@ as it grows (statuses, identity and meanings declared on each table) without a c
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
+
+from . import registry
+from .run import config as run_config
 
 REPO = Path(__file__).resolve().parents[2]
 COLUMNS_PAGE = Path("docs/reference/columns.md")
@@ -63,12 +67,8 @@ def _shared_groups(registry) -> list[tuple[str, tuple[str, ...]]]:
     for name, label in (("PROVENANCE", "provenance"), ("DEVICE", "device")):
         cols = getattr(registry, name, None)
         if cols is None:
-            try:
-                from . import (
-                    columns as shared,  # where the plug-in layout keeps the shared tuples
-                )
-
-                cols = getattr(shared, name, None)
+            try:  # where the plug-in layout keeps the shared tuples
+                cols = getattr(importlib.import_module("accelbench.columns"), name, None)
             except ImportError:
                 cols = None
         if cols:
@@ -301,12 +301,9 @@ def readme_with_stages(readme: str, registry) -> str:
 
 def pages(root: Path = REPO) -> dict[Path, str]:
     """Every generated file under ``root`` and the text it should hold."""
-    from . import registry
-    from .run.config import load_schema
-
     return {
         COLUMNS_PAGE: columns_page(registry),
-        CONFIG_PAGE: config_page(load_schema()),
+        CONFIG_PAGE: config_page(run_config.load_schema()),
         README: readme_with_stages((root / README).read_text(), registry),
     }
 
