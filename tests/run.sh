@@ -24,7 +24,7 @@ fi
 
 # 3. The docs site (also built by tests/test_docs.py; here first, so a broken page fails fast)
 SITE=$(mktemp -d)
-mkdocs build --strict --quiet -d "$SITE"
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet -d "$SITE"
 rm -rf "$SITE"
 
 # 4. The tests

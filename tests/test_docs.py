@@ -208,3 +208,32 @@ def test_measurements_each_have_a_date_a_machine_and_a_command():
         assert re.search(r"^- \*\*Date\*\*: 20\d\d-\d\d-\d\d", entry, re.MULTILINE), title
         assert re.search(r"^- \*\*Machine\*\*: \S", entry, re.MULTILINE), title
         assert re.search(r"^- \*\*Command\*\*: .*`", entry, re.MULTILINE), title
+
+
+@pytest.mark.browser
+def test_screenshot_script_shoots_a_report(tmp_path):
+    """docs/make_screenshot.py (the README's picture) opens a report in headless Chromium and saves a small PNG."""
+    missing = [p for p in ("chromium", "chromedriver") if not shutil.which(p)]
+    if missing:
+        msg = f"needs {', '.join(missing)}: run bash .ci/setup-browser.sh"
+        if os.environ.get("ACCELBENCH_REQUIRE_BROWSER") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from fixture_runs import build
+
+    report = build(tmp_path / "fixtures", "cpu_only")["report"]
+    out = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "docs" / "make_screenshot.py"), "--report", str(report), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and 10_000 < len(data) < 300_000
+    from PIL import Image
+
+    with Image.open(out) as image:
+        assert image.size == (1366, 800) and image.mode == "P"
