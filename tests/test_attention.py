@@ -431,7 +431,7 @@ def test_declaration_is_consistent():
     assert PLUGIN.name == "attention" and PLUGIN.kind == "device" and PLUGIN.config_key == "attention"
     assert set(TABLE.identity) <= cols and set(TABLE.numeric) <= cols and set(TABLE.describe) <= cols
     assert {c for c in TABLE.columns if c not in registry.PROVENANCE + registry.DEVICE + registry.DEVICE_WARMUP} \
-        <= set(TABLE.describe)  # every measured column documented with its unit and meaning
+        | set(TABLE.extra) <= set(TABLE.describe)  # every measured column documented with its unit and meaning
     assert TABLE.compare.median == "median_s" and set(TABLE.compare.ci) <= cols
     assert "absent" in TABLE.statuses and set(att.STATUS_PRECEDENCE) <= set(TABLE.statuses)
     assert "{backend}" in TABLE.file and "{backend}" in TABLE.samples and TABLE.since == PLUGIN.config_key

@@ -54,6 +54,12 @@ DESCRIBE = {
     "rel_error_max": "the dtype's threshold (attention.rel_error_max): above it the point is wrong_result",
     "status": "ok, unstable, invalid, wrong_result, oom, unsupported, error or absent",
     "status_detail": "why, in one line (torch's reason for an unsupported kernel)",
+    "blocks": "timed blocks (one raw sample each in the samples file)",
+    "sdpa_backend": "the torch.nn.attention.SDPBackend member the point forced",
+    "torch_dtype": "the torch dtype of q, k and v",
+    "min_bytes": "bytes — least memory traffic of one call: q, k, v read and o written once (backward: q, k, v, o, "
+                 "dO read and dq, dk, dv written once more), at the dtype's element size",
+    "intensity_flop_per_byte": "FLOP/byte — flops / min_bytes: where the point lies on a roofline",
 }
 
 COLUMNS = (*PROVENANCE, *DEVICE, "kernel", "dtype", "mode", "batch", "heads", "seq_len_q", "seq_len_k", "head_dim",
