@@ -17,7 +17,6 @@ import math
 import re
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from .. import backends
@@ -165,10 +164,16 @@ def _pattern(validator, pattern, instance, schema):
         return
     strict = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
     if not re.search(strict, instance):
+        import jsonschema
+
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _validator(schema: dict):
+    # imported here, not at module level: the GPU check's headline steps import this module (defaults,
+    # shape labels) on a machine whose image has no jsonschema; only validating a config needs it
+    import jsonschema
+
     base = jsonschema.validators.validator_for(schema)
     checker = base.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
     return jsonschema.validators.extend(base, validators={"pattern": _pattern}, type_checker=checker)(schema)
@@ -185,6 +190,8 @@ def check(config: dict, schema: dict | None = None) -> dict:
     schema = schema or load_schema()
     errors = list(_validator(schema).iter_errors(config))
     if errors:
+        import jsonschema
+
         best = jsonschema.exceptions.best_match(errors)
         raise ConfigError(describe_error(best, schema))
     check_cross_keys(with_defaults(config, schema))
