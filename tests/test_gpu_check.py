@@ -31,23 +31,26 @@ def dry_run(**env) -> subprocess.CompletedProcess:
                           env={**os.environ, **env})
 
 
-def rehearsal() -> dict[str, tuple[float, float]]:
+def rehearsal() -> dict[str, tuple[float, float, float]]:
+    """step -> (the stand-in's measured seconds, the budget scale it ran at, the H200 estimate)."""
     with open(REHEARSAL) as fh:
-        return {r["step"]: (float(r["standin_s"]), float(r["h200_estimate_s"]))
-                for r in csv.DictReader(fh, delimiter="\t")}
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    assert all(r["basis"].strip() for r in rows)  # every estimate says what it is made of
+    return {r["step"]: (float(r["standin_s"]), float(r["standin_scale"]), float(r["h200_estimate_s"])) for r in rows}
 
 
 def test_plan_fits_six_minutes_with_30_percent_headroom_over_the_rehearsal():
     out = dry_run()
     assert out.returncode == 0, out.stdout + out.stderr
-    steps = re.findall(r"^\s+(\w+)\s+(\d+) s\s+stand-in", out.stdout, re.MULTILINE)
+    steps = re.findall(r"^\s+(\w+)\s+(\d+) s\s+H200 est\.", out.stdout, re.MULTILINE)
     budgets = {name: int(b) for name, b in steps}
     times = rehearsal()
     assert set(budgets) == set(times), (set(budgets) ^ set(times))
     for name, budget in budgets.items():
-        standin, gpu = times[name]
-        assert standin > 0 and gpu > 0, name  # measured / estimated, never a placeholder 0
-        assert budget >= 1.3 * max(standin, gpu), (name, budget, standin, gpu)
+        standin, scale, gpu = times[name]
+        assert standin > 0 and gpu > 0 and 1 <= scale <= 4, name  # measured / estimated, never a placeholder 0
+        assert budget >= 1.3 * gpu, (name, budget, gpu)
+        assert budget * scale >= 1.3 * standin, (name, budget, scale, standin)
     total = re.search(r"total: (\d+) s of steps \+ (\d+) s reserved for packing = (\d+) s \(limit 360 s\)", out.stdout)
     assert total and int(total.group(1)) == sum(budgets.values()) and int(total.group(3)) <= 360
     names = list(budgets)
@@ -63,9 +66,10 @@ def test_dry_run_fails_on_a_step_without_rehearsal_or_with_too_little_headroom(t
     out = dry_run(GPU_CHECK_REHEARSAL=str(missing))
     assert out.returncode == 1 and "rehearsal: NONE" in out.stdout and "NOT within the limits" in out.stderr
     tight = tmp_path / "tight.tsv"
-    tight.write_text("\n".join(re.sub(r"^(pipeline\t)[\d.]+", r"\g<1>120", r) for r in rows) + "\n")
-    out = dry_run(GPU_CHECK_REHEARSAL=str(tight))
-    assert out.returncode == 1 and "NOT within the limits" in out.stderr
+    for planted in (r"\g<1>450\t4\t10", r"\g<1>10\t4\t120"):  # the stand-in over budget x 4 / 1.3; the estimate
+        tight.write_text("\n".join(re.sub(r"^(pipeline\t)[\d.]+\t[\d.]+\t[\d.]+", planted, r) for r in rows) + "\n")
+        out = dry_run(GPU_CHECK_REHEARSAL=str(tight))
+        assert out.returncode == 1 and "NOT within the limits" in out.stderr, planted
     assert dry_run(GPU_CHECK_LIMIT_S="120").returncode == 1
 
 
@@ -129,6 +133,7 @@ def test_summary_starts_with_the_key_numbers_or_says_why_not(tmp_path):
     for name, text in {
         "headline": "KEY headline cuda:0 bfloat16 (bfloat16) n=8192: 812.3 TFLOP/s, 82.1% of 989.4\n",
         "attention": "KEY attention: not available in this build (no stage attention)\n",
+        "gpt2_compiled": "KEY gpt2_compiled: not available in this build (no stage gpt2 or gpt2_mfu)\n",
         "nvml": "KEY nvml cuda:0 under bfloat16 4096^3 for 3 s: clock median 1980 MHz\n",
     }.items():
         (steps / name).mkdir(parents=True)
@@ -147,7 +152,8 @@ def test_summary_starts_with_the_key_numbers_or_says_why_not(tmp_path):
     assert "bf16 8192^3 TFLOP/s: headline cuda:0 bfloat16 (bfloat16) n=8192: 812.3 TFLOP/s" in text
     assert "attention TFLOP/s: not run (step attention: its stage is not available in this build)" in text
     assert "gpt2-124m MFU (eager): not run (step gpt2_eager: FAILED (exit 1), no such reading)" in text
-    assert "gpt2-124m MFU (compiled): not run (step gpt2_compiled has not run)" in text
+    assert "gpt2-124m MFU (compiled): not run (step gpt2_compiled: its stage is not available in this build)" in text
+    assert "MFU (eager): not run" in text and "telemetry" not in text
     assert "NVML readings: nvml cuda:0 under bfloat16" in text
 
 
@@ -222,3 +228,23 @@ def test_a_stage_step_whose_stage_is_not_in_this_build_says_so(tmp_path):
     assert got.returncode == 0, got.stderr[-2000:]
     assert got.stdout.strip() == ("KEY gpt2_eager: not available in this build (no stage no_such_stage or nor_this "
                                   "in accelbench.registry.STAGES)")
+
+
+def test_a_short_check_returns_its_files_within_the_device_tools_limits(tmp_path):
+    """The whole script, two cheap steps of it (GPU_CHECK_ONLY): summary.txt with the key numbers first, the
+    skipped steps said, steps.log, results.tar.gz, and the check of the returned files' limits."""
+    out = tmp_path / "out"
+    got = subprocess.run(["bash", str(CHECK)], capture_output=True, text=True, timeout=300, cwd=REPO,
+                         env={**os.environ, "OUT": str(out), "PYTHON": sys.executable, "GPU_CHECK_ONLY": "device,fleet",
+                              "GPU_WHEELS": str(tmp_path / "no-wheels"), "TMPDIR": str(tmp_path)})
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["results.tar.gz", "steps.log", "summary.txt"]
+    text = (out / "summary.txt").read_text()
+    assert text.splitlines()[1] == "key numbers:"
+    assert "bf16 8192^3 TFLOP/s: not run (step headline has not run)" in text
+    assert re.search(r"^device: python .* \| torch ", text, re.MULTILINE)
+    assert "fleet: not available in this build" in text
+    assert re.search(r"^step pipeline\s+skipped \(not in GPU_CHECK_ONLY\)$", text, re.MULTILINE)
+    assert re.search(r"^step device\s+ok in \d+ s \(budget 8 s\)$", text, re.MULTILINE)
+    assert "limits: 3 files under $OUT" in text
+    assert "=== device: ok" in (out / "steps.log").read_text()
