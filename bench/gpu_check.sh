@@ -80,7 +80,7 @@ plan() {
   step pipeline      130  pipeline
   step report         12  report
   step summary         5  "$PY" bench/gpu_summary.py "$WORK/results"
-  step telemetry      12  telemetry
+  step telemetry      17  telemetry
   step history         5  stage history history
   step fleet          10  stage fleet fleet
 }

@@ -133,7 +133,7 @@ def device_clock(backend, device: str):
     if "clock" not in reader.found:
         reader.close()
         return None, None
-    return (lambda: reader.read(0.0).clock_mhz), reader
+    return (lambda: reader.read_one("clock")), reader
 
 
 def warm_device(backend, device: str, warm_cfg: dict, seed: int = 0,

@@ -233,6 +233,17 @@ class Reader:
                        throttle=tuple(sorted(throttle)) if isinstance(throttle, (tuple, list, set, frozenset))
                        else None)
 
+    def read_one(self, sensor: str) -> float | None:
+        """One sensor alone, now (the warm-up's clock: one NVML call, not every sensor's); None when it is
+        missing or fails this time."""
+        get = self._getters.get(sensor)
+        if get is None:
+            return None
+        try:
+            return _finite(get())
+        except Exception:
+            return None
+
     def close(self) -> None:
         """Let go of the sensor library (NVML, amdsmi); nothing for files."""
 
