@@ -113,7 +113,7 @@ print('KEY setup: snakemake', metadata.version('snakemake'), '| jsonschema', met
 }
 
 stage() {  # stage STEP CANDIDATES: a guarded stage step (bench/gpu_stage.py)
-  "$PY" bench/gpu_stage.py "$1" --stage "$2" --results "$STEP_OUT/results"
+  "$PY" bench/gpu_stage.py "$1" --stage "$2" --results "$STEP_OUT/results" --pipeline-results "$WORK/results"
 }
 
 telemetry() {

@@ -8,8 +8,8 @@ bench/gpu_stages.yaml (merged over the plug-in's own ``gpu_check`` section where
 - a device/run stage: ``accelbench run-info`` writes the run's run.json from that config (validated, so
   this step needs jsonschema: it runs after setup), then ``accelbench STAGE --run-file ... --backend ...
   --out-dir ...``, as the pipeline's rule does;
-- a report/tool stage: the step's ``argv`` (a list; ``{results}``, ``{run_dir}``, ``{backend}`` filled in,
-  never through a shell).
+- a report/tool stage: the step's ``argv`` (a list; ``{results}``, ``{run_dir}``, ``{backend}`` and
+  ``{pipeline_results}`` (the check's pipeline results/) filled in, never through a shell).
 
 None of them is in the registry: one line ``KEY <step>: not available in this build (...)`` and exit 0,
 so the check goes on. After a run, one ``KEY`` line per table of the stage (rows and statuses) and up to
@@ -33,7 +33,7 @@ from accelbench import registry
 
 HEADLINE_COLUMNS = ("tflops", "tflops_median", "mfu", "mfu_pct", "mfu_percent", "tokens_per_s", "samples_per_s",
                     "speedup")
-PLACEHOLDERS = ("results", "run_dir", "backend")
+PLACEHOLDERS = ("results", "run_dir", "backend", "pipeline_results")
 
 
 def find_stage(candidates: list[str]) -> str | None:
@@ -64,7 +64,8 @@ def fill(argv: list, values: dict) -> list[str]:
         for k in PLACEHOLDERS:
             text = text.replace("{" + k + "}", str(values[k]))
         if "{" in text or "}" in text:
-            raise SystemExit(f"gpu_stage: argv element {a!r}: only {{results}}, {{run_dir}}, {{backend}} are filled in")
+            raise SystemExit(f"gpu_stage: argv element {a!r}: only " + ", ".join("{" + k + "}" for k in PLACEHOLDERS)
+                             + " are filled in")
         out.append(text)
     return out
 
@@ -103,6 +104,7 @@ def main() -> int:
     p.add_argument("--config", default=str(Path(__file__).with_name("gpu_stages.yaml")))
     p.add_argument("--results", required=True, help="a results folder for this step's run")
     p.add_argument("--backend", default="auto", help="auto: cuda where torch sees a GPU, else cpu")
+    p.add_argument("--pipeline-results", default="", help="the check's pipeline results/ ({pipeline_results})")
     args = p.parse_args()
     candidates = [c for c in args.stage.split(",") if c]
     stage = find_stage(candidates)
@@ -124,7 +126,8 @@ def main() -> int:
     kind = registry.STAGES[stage].kind
     py = [sys.executable, "-m", "accelbench.cli"]
     if cfg["argv"]:
-        argv = py + fill(cfg["argv"], {"results": results, "run_dir": run_dir, "backend": backend})
+        argv = py + fill(cfg["argv"], {"results": results, "run_dir": run_dir, "backend": backend,
+                                       "pipeline_results": args.pipeline_results or results})
     elif kind in ("device", "run"):
         config = {"run": run_id, "backends": [backend], **cfg["config"]}
         info = subprocess.run(py + ["run-info", "--config-json", json.dumps(config), "--run", run_id,

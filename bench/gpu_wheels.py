@@ -107,7 +107,8 @@ def check_tags(wheel: str, python_version: str = "3.12") -> str | None:
             tag.abi == "abi3" and tag.interpreter.startswith("cp3")
             and int(tag.interpreter[3:] or 0) <= int(python_version.split(".")[1]))
         abi_ok = tag.abi in {"none", "abi3", cp}
-        platform_ok = tag.platform == "any" or (tag.platform.startswith("manylinux") and tag.platform.endswith("x86_64"))
+        platform_ok = tag.platform == "any" or (tag.platform.startswith("manylinux")
+                                                and tag.platform.endswith("x86_64"))
         if interpreter_ok and abi_ok and platform_ok:
             return None
     return f"{wheel}: tags {sorted(str(t) for t in tags)} are not {cp} manylinux x86_64 (nor pure Python)"
@@ -183,8 +184,8 @@ def main() -> None:
     if bad:
         raise SystemExit("gpu_wheels: " + "; ".join(bad))
     size = sum(w.stat().st_size for w in wheels)
-    print(f"{len(wheels)} wheels for CPython {args.python_version} manylinux x86_64 in {dest} ({size / 2**20:.1f} MiB), "
-          f"tags checked: " + " ".join(f"{n}=={v or 'newest'}" for n, v in sorted(carried.items())))
+    print(f"{len(wheels)} wheels for CPython {args.python_version} manylinux x86_64 in {dest} "
+          f"({size / 2**20:.1f} MiB), tags checked: " + " ".join(f"{n}=={v or 'newest'}" for n, v in sorted(carried.items())))
     if len(wheels) != len(carried):
         raise SystemExit(f"gpu_wheels: {len(carried)} packages but {len(wheels)} wheels")
     if args.verify:

@@ -248,3 +248,32 @@ def test_a_short_check_returns_its_files_within_the_device_tools_limits(tmp_path
     assert re.search(r"^step device\s+ok in \d+ s \(budget 8 s\)$", text, re.MULTILINE)
     assert "limits: 3 files under $OUT" in text
     assert "=== device: ok" in (out / "steps.log").read_text()
+
+
+def test_stage_argv_fills_only_its_placeholders():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import gpu_stage
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    values = {"results": "/r", "run_dir": "/r/x", "backend": "cuda", "pipeline_results": "/p"}
+    assert gpu_stage.fill(["history", "--results", "{pipeline_results}", "--b={backend}"], values) == \
+        ["history", "--results", "/p", "--b=cuda"]
+    with pytest.raises(SystemExit, match="only"):
+        gpu_stage.fill(["{config_value}"], values)
+
+
+def test_a_stage_step_whose_stage_is_in_this_build_runs_it_as_the_pipeline_would(tmp_path):
+    """With an existing device stage (warmup) standing in for a new one: run-info from the step's config (an
+    unknown top-level key named and dropped), the stage's CLI, then one KEY line per table of the stage."""
+    config = tmp_path / "stages.yaml"
+    config.write_text("probe:\n  config:\n    warmup: {n: 32, max_iters: 8, window: 3, rel_tol: 0.9}\n"
+                      "    not_a_key: {x: 1}\n")
+    got = subprocess.run([sys.executable, "bench/gpu_stage.py", "probe", "--stage", "no_such_stage,warmup",
+                          "--config", str(config), "--results", str(tmp_path / "res"), "--backend", "cpu"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
+    assert "config keys ['not_a_key'] are not in the config schema: dropped" in got.stdout
+    assert "KEY probe: warmup exit 0" in got.stdout
+    assert re.search(r"^KEY warmup_cpu\.csv: \d+ rows \(", got.stdout, re.MULTILINE), got.stdout

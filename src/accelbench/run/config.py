@@ -164,15 +164,13 @@ def _pattern(validator, pattern, instance, schema):
         return
     strict = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
     if not re.search(strict, instance):
-        import jsonschema
+        import jsonschema  # lazily: validating needs it, the GPU check's headline steps do not (see _validator)
 
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _validator(schema: dict):
-    # imported here, not at module level: the GPU check's headline steps import this module (defaults,
-    # shape labels) on a machine whose image has no jsonschema; only validating a config needs it
-    import jsonschema
+    import jsonschema  # not at module level: the GPU check's headline steps import this module without it
 
     base = jsonschema.validators.validator_for(schema)
     checker = base.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
@@ -190,7 +188,7 @@ def check(config: dict, schema: dict | None = None) -> dict:
     schema = schema or load_schema()
     errors = list(_validator(schema).iter_errors(config))
     if errors:
-        import jsonschema
+        import jsonschema  # lazily, as in _validator
 
         best = jsonschema.exceptions.best_match(errors)
         raise ConfigError(describe_error(best, schema))
