@@ -208,8 +208,13 @@ run_limited() {  # run_limited NAME LIMIT_S DIR command...: 124 when it ran past
   local name=$1 limit=$2 dir=$3 token pid deadline timed_out=0 rc
   shift 3
   token="$name-$$-$RANDOM"
-  # its own session: its process group is its own, and nothing it starts can stop the check
-  STEP_OUT="$dir" ACCELBENCH_GPU_CHECK_STEP="$token" setsid bash -c '"$@"' "$name" "$@" > "$dir/output.txt" 2>&1 &
+  # its own session: its process group is its own, and nothing it starts can stop the check (setsid(1), else
+  # the same system call from Python, which every step needs anyway)
+  local new_session=(setsid)
+  command -v setsid > /dev/null || \
+    new_session=("${PY:-python3}" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])')
+  STEP_OUT="$dir" ACCELBENCH_GPU_CHECK_STEP="$token" "${new_session[@]}" bash -c '"$@"' "$name" "$@" \
+    > "$dir/output.txt" 2>&1 &
   pid=$!
   echo "$pid" > "$dir/pid"
   deadline=$((SECONDS + limit))

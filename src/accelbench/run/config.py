@@ -16,10 +16,14 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from .. import backends
+
+if TYPE_CHECKING:  # annotations only: jsonschema itself is imported where a config is validated
+    import jsonschema
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "config.schema.yaml"
 
