@@ -35,7 +35,7 @@ change it).
     python bench/harness_fidelity.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192   # on a GPU
 
 On an accelerator numpy does not take part: "best" is the bare torch.utils.benchmark loop (which
-synchronizes ``torch.accelerator``). Untested on hardware until a GPU run is recorded in the README.
+synchronizes ``torch.accelerator``). Untested on hardware until a GPU run is recorded in docs/measurements.md.
 """
 
 from __future__ import annotations

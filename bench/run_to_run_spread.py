@@ -6,7 +6,7 @@ float32 only, on the CPU, and prints per size: runs, min / median / max TFLOP/s,
 variation (std/mean) across runs, the median of the within-run IQR/median for comparison, and the largest
 speed change between any two runs (``max_pair_change_pct``: what ``accelbench compare`` would see between two
 runs of one config, before any interval). The last lines are the worst CV over sizes and the largest pairwise
-change over sizes n >= 512: ``accelbench compare``'s ``--min-effect`` must lie above it (README "Comparing runs").
+change over sizes n >= 512: ``accelbench compare``'s ``--min-effect`` must lie above it (docs/comparing.md).
 
     python bench/run_to_run_spread.py [--runs 5] [--sizes 256 512 1024] [--threads 2] [--min-run-time 0.3]
 """

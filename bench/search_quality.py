@@ -24,7 +24,7 @@ measure all) and prints its best; ``--repeats`` runs it that many times to show 
     python bench/search_quality.py --device cuda:0 --dtype bfloat16 --min 1024 --max 8192 --step 1024   # a GPU
 
 On an accelerator (``--device``) the same code runs through that backend's synchronization and peaks;
-untested on hardware until a GPU run is recorded in the README.
+untested on hardware until a GPU run is recorded in docs/measurements.md.
 """
 
 from __future__ import annotations

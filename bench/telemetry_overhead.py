@@ -19,7 +19,7 @@ throughput ratio, not blurred by whatever else the machine runs).
     python bench/telemetry_overhead.py --device cuda:0 --dtype bfloat16 --sizes 4096 8192   # on a GPU
 
 On a GPU the reader is NVML (``pip install 'accelbench[nvidia]'``); untested on hardware until a GPU run
-is recorded in the README.
+is recorded in docs/measurements.md.
 """
 
 from __future__ import annotations

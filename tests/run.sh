@@ -10,7 +10,7 @@ ROOT=$PWD
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm]'
+.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm,docs]'
 export PATH="$ROOT/.venv/bin:$PATH"
 
 # 2. System tools for the real-tool tests: Podman (containers), SLURM (cluster), Chromium (report)
@@ -22,5 +22,10 @@ else
   echo "tests/run.sh: not root or no apt-get: the container, SLURM and browser tests need podman, slurm and chromium installed" >&2
 fi
 
-# 3. The tests
+# 3. The docs site (also built by tests/test_docs.py; here first, so a broken page fails fast)
+SITE=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet -d "$SITE"
+rm -rf "$SITE"
+
+# 4. The tests
 exec python -m pytest -ra "$@"

@@ -99,7 +99,7 @@ def gpu_model(wildcards):
 DETECT_GPUS = 1 if GPU_BACKENDS else None
 
 
-# ---- containers (accelbench.run.containers; README "Containers") ---------------------------------------
+# ---- containers (accelbench.run.containers; docs/containers.md) ---------------------------------------
 # none: on the host. docker/podman: rule container_image (containers.smk) builds or takes each backend's
 # image and records its id; the backend's rules depend on that record and run their command through
 # `accelbench container exec`, which starts exactly that image. apptainer: snakemake itself runs the

@@ -1,4 +1,4 @@
-# accelbench compare as a step of the run (README "Comparing runs"): with `--config compare_to=<run>`, this run is
+# accelbench compare as a step of the run (docs/comparing.md): with `--config compare_to=<run>`, this run is
 # compared point by point with the finished run results/<run>/ (which must exist: checked here, before any job),
 # and the report gets its "Compared with <run>" section. The step exits 0 whatever it finds (--exit-zero): the
 # report shows the regressions; `accelbench compare BASELINE CANDIDATE` is the gate that exits 1 on one.

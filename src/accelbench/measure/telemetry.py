@@ -41,7 +41,7 @@ between points; ``bench/telemetry_overhead.py`` measures what it costs while a p
 ML.ENERGY's ``zeus`` was weighed and not used: it measures energy windows only (no clock, throttle or
 temperature series), installs NVML, amdsmi, scikit-learn, pydantic, rich, tyro and httpx
 unconditionally, and tracks RAPL wrap-around in a separate polling process per RAPL file; the clocks
-and throttle reasons would still need readers of our own (README, "Telemetry").
+and throttle reasons would still need readers of our own (docs/telemetry.md).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from ..stages.amp_stats import BASELINE as AMP_BASELINE, paired_diff_ci, speedup
 from . import references as refs
 from .aggregate import Problems, read_checked_csv
 
-# The default noise floor: README "Comparing runs" says how it was chosen from bench/run_to_run_spread.py.
+# The default noise floor: docs/comparing.md says how it was chosen from bench/run_to_run_spread.py.
 DEFAULT_MIN_EFFECT = 0.05
 COMPARED_TABLES = ("warmup", "matmul", "transfer", "amp_trials")
 TRUSTED = ("ok",)  # any other status makes the verdict inconclusive (unstable: by the definition)
@@ -622,7 +622,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out-dir", default=None, help="where the CSVs and the figure go (default: RESULTS/compare)")
     p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT,
                    help=f"speed changes within this fraction count as the same (default {DEFAULT_MIN_EFFECT}: "
-                        "README 'Comparing runs' says how it was chosen)")
+                        "docs/comparing.md says how it was chosen)")
     p.add_argument("--any-device-model", action="store_true",
                    help="match points by device index even when the device models differ (compare two partitions); "
                         "the model change is then named next to each verdict")

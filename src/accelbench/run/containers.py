@@ -432,7 +432,7 @@ def _cli_build(args) -> int:
     runtime = args.runtime or settings["runtime"]
     if runtime not in ENGINES:
         raise ContainerError(f"container.runtime: {runtime!r} does not build images here; allowed: {', '.join(ENGINES)} "
-                             "(Apptainer: see README, Containers)")
+                             "(Apptainer: see docs/containers.md)")
     tag = check_image(args.tag or settings["images"][args.backend], f"container.images.{args.backend}")
     build = settings.get("build", True) if args.build is None else args.build
     build_args = {**settings.get("build_args", {}).get(args.backend, {}), **_parse_build_args(args.build_arg)}

@@ -16,7 +16,7 @@ Each rank:
 
 Rank 0 appends one JSON line per finished trial and per collective point to ``results.jsonl``; what a
 world finished before a rank failed is kept. The same entry point runs across nodes under
-``srun`` + ``torchrun`` (README, "Scaling"); ``--dry-run`` prints what a rank would do, touching no device.
+``srun`` + ``torchrun`` (docs/scaling.md); ``--dry-run`` prints what a rank would do, touching no device.
 """
 
 from __future__ import annotations
