@@ -7,6 +7,11 @@ last-level cache, synchronized ``torch.utils.benchmark`` blocks, the product che
 starting, even if the pipeline after it runs out of time. Prints one ``KEY`` line per point (the GPU
 check copies those into its summary) and writes the rows as JSON with ``--out``.
 
+fp8 (``torch._scaled_mm``) is measured twice, without and with ``use_fast_accum`` (the row's
+``fp8_fast_accum`` and the KEY line say which): without is the full-precision accumulation the matmul
+stage measures; with is Hopper's fast fp8 accumulation, the mode nearer the datasheet's fp8 peak
+(1979 TFLOP/s dense on an H100/H200 SXM). Untested on hardware until a GPU run is recorded.
+
     python bench/gpu_headline.py                       # first accelerator, else the CPU (fp32, bf16, n=256)
     python bench/gpu_headline.py --which-device        # only print the device it would measure
     python bench/gpu_headline.py --device cuda:1 --dtypes bfloat16 --sizes 4096 8192
@@ -76,23 +81,26 @@ def main() -> None:
     settings = Settings(min_run_time_s=args.min_run_time, point_budget_s=args.point_budget_s,
                         unstable_iqr_ratio=0.1, rotate_inputs=True,
                         rel_error_max=dict(defaults["matmul"]["rel_error_max"]), seed=0, threads=threads)
-    kernels = TorchMatmul(device, backend, info=info, seed=0,
-                          measurer=Measurer(backend.synced_timer(device), min_run_time_s=args.min_run_time,
-                                            threads=threads))
+    measurer = Measurer(backend.synced_timer(device), min_run_time_s=args.min_run_time, threads=threads)
     rows = []
     for dtype in dtypes:
         peak = peak_safe(backend, info, dtype, threads, {})
-        previous = None
-        for n in sorted(sizes):
-            row = measure_point(kernels, dtype=dtype, n=n, settings=settings, peak=peak, previous=previous)
-            rows.append({"device": device, "device_name": info.get("name"), **row})
-            if math.isfinite(row["median_s"]):
-                previous = (n, row["median_s"])
-            pct = f"{row['pct_of_peak']:.1f}% of {row['peak_tflops']:g}" if math.isfinite(row["pct_of_peak"]) \
-                else "peak unknown"
-            detail = f": {row['status_detail']}" if row["status_detail"] else ""
-            print(f"KEY headline {device} {dtype} ({row['torch_dtype'] or '?'}) n={n}: {row['tflops']:.4g} TFLOP/s, "
-                  f"{pct}, rel_error {row['rel_error']:.2g}, {row['status']}{detail}", flush=True)
+        for fast_accum in ((False, True) if dtype == "float8_e4m3fn" else (False,)):
+            kernels = TorchMatmul(device, backend, info=info, seed=0, measurer=measurer, fp8_fast_accum=fast_accum)
+            accum = f" use_fast_accum={'on' if fast_accum else 'off'}" if dtype == "float8_e4m3fn" else ""
+            previous = None
+            for n in sorted(sizes):
+                row = measure_point(kernels, dtype=dtype, n=n, settings=settings, peak=peak, previous=previous)
+                rows.append({"device": device, "device_name": info.get("name"), **row})
+                if math.isfinite(row["median_s"]):
+                    previous = (n, row["median_s"])
+                pct = f"{row['pct_of_peak']:.1f}% of {row['peak_tflops']:g}" \
+                    if math.isfinite(row["pct_of_peak"]) else "peak unknown"
+                detail = f": {row['status_detail']}" if row["status_detail"] else ""
+                print(f"KEY headline {device} {dtype} ({row['torch_dtype'] or '?'}){accum} n={n}: "
+                      f"{row['tflops']:.4g} TFLOP/s, {pct}, rel_error {row['rel_error']:.2g}, {row['status']}{detail}",
+                      flush=True)
+            kernels.free()
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "headline.json").write_text(json.dumps(rows, indent=1, default=str))

@@ -358,15 +358,24 @@ def test_float32_math_restores_what_the_user_had(user_precision, backend_name, t
     setting again -- "medium" included, which restoring allow_tf32 last would turn into "high"."""
     import torch
 
+    from accelbench.backends.base import fp32_precision_api
+
     saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
     torch.set_float32_matmul_precision(user_precision)
     try:
         with backends.get(backend_name, torch=torch).float32_math(tf32) as in_effect:
             assert in_effect is (tf32 and backend_name == "cuda")
-            assert torch.backends.cuda.matmul.allow_tf32 is in_effect
-            assert torch.backends.cudnn.allow_tf32 is in_effect
-            if not in_effect:
-                assert torch.get_float32_matmul_precision() == "highest"
+            if fp32_precision_api(torch):  # torch >= 2.9: the new API only (a legacy read here would raise)
+                want = "tf32" if in_effect else "ieee"
+                assert torch.backends.cuda.matmul.fp32_precision == want
+                assert torch.backends.cudnn.conv.fp32_precision == want
+                if not in_effect:
+                    assert torch.backends.mkldnn.matmul.fp32_precision == "ieee"
+            else:
+                assert torch.backends.cuda.matmul.allow_tf32 is in_effect
+                assert torch.backends.cudnn.allow_tf32 is in_effect
+                if not in_effect:
+                    assert torch.get_float32_matmul_precision() == "highest"
         assert torch.get_float32_matmul_precision() == user_precision
     finally:
         torch.set_float32_matmul_precision(saved[0])

@@ -415,30 +415,42 @@ def test_xla_statement_cuts_the_graph_after_every_product(cpu_kernels):
 
 
 def test_fp32_mode_is_strict_and_tf32_mode_is_restored(cpu_kernels, monkeypatch):
+    from accelbench.backends.base import fp32_precision_api
+
+    new_api = fp32_precision_api(torch)  # torch >= 2.9: read the fp32_precision settings (legacy reads raise inside)
+
+    def strict():
+        if new_api:
+            return torch.backends.cuda.matmul.fp32_precision == "ieee" == torch.backends.mkldnn.matmul.fp32_precision
+        return torch.get_float32_matmul_precision() == "highest" and torch.backends.cuda.matmul.allow_tf32 is False
+
+    def tf32_on():
+        if new_api:
+            return torch.backends.cuda.matmul.fp32_precision == "tf32" == torch.backends.cudnn.conv.fp32_precision
+        return torch.backends.cuda.matmul.allow_tf32 is True and torch.backends.cudnn.allow_tf32 is True
+
     before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
     torch.set_float32_matmul_precision("high")  # what a user's script may have set: must not leak in
     try:
         with cpu_kernels.mode("float32") as tf32:
-            assert torch.get_float32_matmul_precision() == "highest"
-            assert torch.backends.cuda.matmul.allow_tf32 is False and tf32 is False
+            assert strict() and tf32 is False
         assert torch.get_float32_matmul_precision() == "high"
         with cpu_kernels.mode("tf32") as tf32:  # no TF32 off NVIDIA CUDA: strict kept, recorded False
             assert tf32 is False and cpu_kernels.allow_tf32() is False
-            assert torch.get_float32_matmul_precision() == "highest"
+            assert strict()
         # the flag logic of the CUDA and ROCm backends, not a GPU: their device scope is a no-op here
         cuda, rocm = backends.get("cuda"), backends.get("rocm")
         for b in (cuda, rocm):
             monkeypatch.setattr(b, "device_scope", lambda device: contextlib.nullcontext())
         cuda_side = TorchMatmul("cuda:0", cuda, measurer=cpu_kernels.measurer, info={})
         with cuda_side.mode("tf32"):
-            assert cuda_side.allow_tf32() is True and torch.backends.cuda.matmul.allow_tf32 is True
-            assert torch.backends.cudnn.allow_tf32 is True
+            assert cuda_side.allow_tf32() is True and tf32_on()
         assert cuda_side.allow_tf32() is False
         with cuda_side.mode("float32"):
-            assert cuda_side.allow_tf32() is False and torch.backends.cuda.matmul.allow_tf32 is False
+            assert cuda_side.allow_tf32() is False and strict()
         rocm_side = TorchMatmul("cuda:0", rocm, measurer=cpu_kernels.measurer, info={})
         with rocm_side.mode("tf32"):
-            assert rocm_side.allow_tf32() is False and torch.backends.cuda.matmul.allow_tf32 is False
+            assert rocm_side.allow_tf32() is False and strict()
     finally:
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cuda.matmul.allow_tf32 = before[1]

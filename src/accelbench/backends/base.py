@@ -61,6 +61,20 @@ def torch_version_tuple(version) -> tuple[int, int]:
         return 0, 0
 
 
+FP32_PRECISION_MIN_TORCH = (2, 9)  # the fp32_precision API replaces allow_tf32 from here (torch's CUDA notes)
+
+
+def fp32_precision_api(torch) -> bool:
+    """Whether ``torch`` sets float32 math through ``fp32_precision`` (>= 2.9, and the attributes there)."""
+    b = getattr(torch, "backends", None)
+    if torch_version_tuple(getattr(torch, "__version__", "0.0")) < FP32_PRECISION_MIN_TORCH or b is None:
+        return False
+    try:
+        return hasattr(b.cuda.matmul, "fp32_precision") and hasattr(b.cudnn.conv, "fp32_precision")
+    except AttributeError:
+        return False
+
+
 def proc_status_bytes(field: str, path: str = "/proc/self/status") -> int | None:
     """A ``kB`` field of /proc/self/status (VmHWM, VmRSS) in bytes, or None where there is none."""
     try:
@@ -178,15 +192,24 @@ class Backend:
     def float32_math(self, tf32: bool):
         """float32 math for one measurement or trial; the previous settings are restored afterwards.
 
-        - strict (``tf32=False``), on every backend: matmul precision "highest" (on the CPU a lower
-          setting lets oneDNN compute float32 products in bf16) and TF32 off in cuBLAS and cuDNN;
+        - strict (``tf32=False``), on every backend: IEEE float32 in cuBLAS, cuDNN convolutions and oneDNN
+          (on the CPU a lower setting lets oneDNN compute float32 products in bf16);
         - ``tf32=True``: TF32 allowed in cuBLAS and cuDNN, where ``tf32_available`` says so. Elsewhere
           (ROCm builds expose the same flags) strict math is kept.
 
-        Yields whether TF32 is in effect: what a row records as ``allow_tf32``. Only PyTorch's
-        long-standing switches are used: mixing them with the newer ``fp32_precision`` API in one
-        process makes torch raise.
+        Yields whether TF32 is in effect: what a row records as ``allow_tf32``.
+
+        Which switches: from torch 2.9 the ``fp32_precision`` API (``torch.backends.cuda.matmul``,
+        ``torch.backends.cudnn.conv`` and ``torch.backends.mkldnn.matmul``: ``"ieee"`` / ``"tf32"``;
+        https://docs.pytorch.org/docs/2.9/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices),
+        as torch deprecates ``allow_tf32`` and ``set_float32_matmul_precision`` after 2.9 and raises when a
+        process mixes the two (a user who set the new API would make the legacy reads raise). Before 2.9 the
+        long-standing switches. Only one of the two is touched in a process.
         """
+        if fp32_precision_api(self.torch):
+            with self._float32_math_fp32_precision(tf32) as used:
+                yield used
+            return
         torch = self.torch
         matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
         before = (torch.get_float32_matmul_precision(), matmul.allow_tf32, cudnn.allow_tf32)
@@ -200,6 +223,29 @@ class Backend:
         finally:  # the flags first: setting allow_tf32 also resets the precision ("medium" would become "high")
             matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
             torch.set_float32_matmul_precision(before[0])
+
+    @contextlib.contextmanager
+    def _float32_math_fp32_precision(self, tf32: bool):
+        """``float32_math`` through torch >= 2.9's ``fp32_precision`` settings, each restored afterwards."""
+        b = self.torch.backends
+        nodes = [b.cuda.matmul, b.cudnn.conv]
+        rnn = getattr(b.cudnn, "rnn", None)  # with conv: torch raises on a legacy read when the two differ
+        mkldnn = getattr(getattr(b, "mkldnn", None), "matmul", None)
+        nodes += [n for n in (rnn, mkldnn) if n is not None and hasattr(n, "fp32_precision")]
+        before = [n.fp32_precision for n in nodes]
+        use_tf32 = bool(tf32) and self.tf32_available() is None
+        try:
+            if use_tf32:
+                for n in nodes[:3] if rnn is not None else nodes[:2]:
+                    n.fp32_precision = "tf32"
+            else:
+                for n in nodes:
+                    n.fp32_precision = "ieee"
+                self.strict_float32()
+            yield use_tf32
+        finally:
+            for n, value in reversed(list(zip(nodes, before))):
+                n.fp32_precision = value
 
     def strict_float32(self) -> None:
         """Anything beyond torch's matmul precision a backend needs for IEEE float32 products

@@ -140,6 +140,10 @@ class CudaLikeBackend(Backend):
         uuid = getattr(p, "uuid", None)
         if uuid is not None:
             out["uuid"] = str(uuid)
+        bus = getattr(p, "pci_bus_id", None)  # torch's device properties: domain, bus and device numbers
+        if isinstance(bus, int):
+            domain, dev = getattr(p, "pci_domain_id", 0), getattr(p, "pci_device_id", 0)
+            out["pci_bus_id"] = f"{int(domain or 0):04x}:{bus:02x}:{int(dev or 0):02x}.0"  # how amdsmi writes a BDF
         out.update(self.extra_properties(p))
         return out
 

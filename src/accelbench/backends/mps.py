@@ -15,8 +15,11 @@ from .base import AmpPolicy, Backend, BackendUnavailable, torch_version_tuple
 
 # torch.amp.GradScaler("mps") unscales on MPS from this release on (pytorch/pytorch#142397, fixed by #150255).
 MPS_SCALER_MIN_TORCH = (2, 8)
+# torch.autocast("mps") exists from this release on (torch 2.5 release notes: "Add autocast support for MPS";
+# before it, autocast raises "User specified an unsupported autocast device_type 'mps'").
+MPS_AUTOCAST_MIN_TORCH = (2, 5)
 
-__all__ = ["MPS_SCALER_MIN_TORCH", "MpsBackend", "torch_version_tuple"]
+__all__ = ["MPS_AUTOCAST_MIN_TORCH", "MPS_SCALER_MIN_TORCH", "MpsBackend", "torch_version_tuple"]
 
 
 class MpsBackend(Backend):
@@ -80,6 +83,10 @@ class MpsBackend(Backend):
 
     def amp_support(self, policy: AmpPolicy) -> str | None:
         have = torch_version_tuple(getattr(self.torch, "__version__", "0.0"))
+        if have < MPS_AUTOCAST_MIN_TORCH:
+            need = ".".join(map(str, MPS_AUTOCAST_MIN_TORCH))
+            return (f"torch.autocast('mps') needs torch >= {need}; this is {self.torch.__version__}: "
+                    "a newer torch")
         if policy.use_scaler and have < MPS_SCALER_MIN_TORCH:
             need = ".".join(map(str, MPS_SCALER_MIN_TORCH))
             return (f"torch.amp.GradScaler on MPS needs torch >= {need} (pytorch/pytorch#142397); this is "

@@ -104,10 +104,13 @@ class XpuBackend(Backend):
     def reference_device(self, device: str) -> str:
         return device  # Data Center GPU Max runs float64 natively
 
-    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = ()) -> list[str]:
-        """Intel GPUs are render nodes: ``/dev/dri`` and the groups owning it."""
+    def engine_device_args(self, runtime: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
+        """Intel GPUs are render nodes: ``/dev/dri`` and the groups owning it. Rootless Podman cannot map
+        host groups (as for ROCm, ``RocmBackend.engine_device_args``): ``--group-add keep-groups`` there."""
         out = ["--device", "/dev/dri"]
-        for g in ["video", *[str(g) for g in dict.fromkeys(device_gids)]]:
+        groups = ["keep-groups"] if runtime == "podman" and rootless else \
+            ["video", *[str(g) for g in dict.fromkeys(device_gids)]]
+        for g in groups:
             out += ["--group-add", g]
         return [*out, "--ipc=host"]
 

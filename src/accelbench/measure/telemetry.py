@@ -73,20 +73,34 @@ MIN_POWER_INTERVAL_S = 0.01  # RAPL power from two energy reads closer than this
 WINDOW_COLUMNS = ("clock_mhz_median", "clock_mhz_min", "power_w_median", "temp_c_max", "energy_j", "throttled",
                   "throttle_reasons", "telemetry_source")
 WINDOW_EXTRA = ("telemetry_samples", "mem_clock_mhz_median", "util_pct_median", "energy_source",
-                "telemetry_start_unix_s", "telemetry_end_unix_s")
+                "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for")
 SERIES_COLUMNS = ("stage", "time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",
                   "energy_j", "throttle_reasons", "telemetry_source", "status")
 
-# NVML clock-event reasons (nvml.h ``nvmlClocksEventReason*``; the same bits in nvidia-ml-py 13.615.71's
-# pynvml.py, lines 2190-2226). The first group lowers the clock below what the load asks for: throttling.
-# The second are clock events that are not (an idle GPU, clocks set by the user, sync boost, display).
+# NVML clock-event reasons: nvml.h's ``nvmlClocksEventReason*`` defines (CUDA 12.x/13.x nvml.h, "Clocks
+# Event Reasons"; the same nine bits, 0x1-0x100, in nvidia-ml-py's pynvml.py "Clock Event Reasons defines",
+# checked 2026-12-02). nvml.h defines no other bit (0x200/0x400 are not reasons). The first group lowers the
+# clock below what the load asks for: throttling. The second are clock events that are not (an idle GPU,
+# clocks set by the user, sync boost, display).
 NVML_THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-                      0x80: "hw_power_brake", 0x200: "board_limit", 0x400: "reliability"}
+                      0x80: "hw_power_brake"}
 NVML_OTHER_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x10: "sync_boost", 0x100: "display_clocks"}
 
 # AMD SMU throttler bits (Linux drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h, SMU_THROTTLER_*_BIT, since
 # v5.14, 2021): 16 bits per group in the 64-bit ``indep_throttle_status`` of gpu_metrics.
 AMD_THROTTLE_GROUPS = ((0, "power"), (16, "current"), (32, "thermal"), (48, "other"))
+
+# NVML power fields (nvml.h ``NVML_FI_DEV_POWER_AVERAGE`` 185, ``NVML_FI_DEV_POWER_INSTANT`` 186): on Ampere
+# (except GA100) and later, nvmlDeviceGetPowerUsage is the 1 s average (nvml.h, nvmlDeviceGetPowerUsage); the
+# instant field is what stas00/ml-engineering's mamf-finder reads. The total-energy counter steps every
+# 20-100 ms (Hopper), so a window shorter than ten of its slowest steps has an energy (and FLOP/J) error
+# above ~10 %; the 1 s average says little about a window shorter than the second it averages over.
+NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_INSTANT = 185, 186
+NVML_ENERGY_STEP_S = 0.1
+NVML_MIN_WINDOW_S = {  # power source -> sensor -> the shortest window its reading is reliable for
+    "instant": {"energy": 10 * NVML_ENERGY_STEP_S},
+    "average_1s": {"energy": 10 * NVML_ENERGY_STEP_S, "power": 1.0},
+}
 
 
 def _finite(x) -> float | None:
@@ -162,6 +176,8 @@ class Reader:
         self.found: dict[str, str] = {}    # sensor -> where it is read from
         self.missing: dict[str, str] = {}  # sensor -> why it is not read
         self.opened = False
+        self.power_source: str | None = None  # what the power sensor is (instant, average_1s, ...), once open
+        self.min_window_s: dict[str, float] = {}  # sensor -> the shortest window its reading is reliable for
 
     def sensors(self) -> tuple[dict[str, tuple[Getter, str]], dict[str, str]]:
         """(sensor -> (getter, where it is read)), (sensor -> why it cannot be read). Raise to say that
@@ -216,6 +232,17 @@ class Reader:
                        temp_c=_finite(values.get("temperature")), util_pct=_finite(values.get("utilization")),
                        throttle=tuple(sorted(throttle)) if isinstance(throttle, (tuple, list, set, frozenset))
                        else None)
+
+    def read_one(self, sensor: str) -> float | None:
+        """One sensor alone, now (the warm-up's clock: one NVML call, not every sensor's); None when it is
+        missing or fails this time."""
+        get = self._getters.get(sensor)
+        if get is None:
+            return None
+        try:
+            return _finite(get())
+        except Exception:
+            return None
 
     def close(self) -> None:
         """Let go of the sensor library (NVML, amdsmi); nothing for files."""
@@ -470,6 +497,17 @@ def nvml_reasons(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in NVML_THROTTLE_BITS.items() if int(mask) & bit)
 
 
+_NVML_VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}  # nvmlValueType_t
+
+
+def nvml_field_value(fv) -> float | None:
+    """The number in one ``nvmlFieldValue_t`` (``nvmlDeviceGetFieldValues``), by its ``valueType``; None
+    when NVML returned an error for the field."""
+    if int(getattr(fv, "nvmlReturn", 0)) != 0:
+        return None
+    return _finite(getattr(fv.value, _NVML_VALUE_FIELDS.get(int(getattr(fv, "valueType", 1)), "uiVal")))
+
+
 class NvmlReader(Reader):
     """An NVIDIA GPU through NVML (``pynvml``, from the ``nvidia-ml-py`` package: ``accelbench[nvidia]``).
     The GPU is found by its UUID (as torch reports it) where known, else by ``index``, which differs from
@@ -501,10 +539,11 @@ class NvmlReader(Reader):
         events = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
         where = f"NVML ({how})"
+        power = self._power_getter(nvml, handle, where)
         getters = {
             "clock": (lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), f"{where} SM clock"),
             "mem_clock": (lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM), f"{where} memory clock"),
-            "power": (lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0, f"{where} power usage"),
+            "power": power,
             "energy": (lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0,
                        f"{where} total energy consumption (Volta and later)"),
             "temperature": (lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
@@ -513,6 +552,30 @@ class NvmlReader(Reader):
             "throttle": (lambda: nvml_reasons(events(handle)), f"{where} {events.__name__}"),
         }
         return getters, {}
+
+    def _power_getter(self, nvml, handle, where: str) -> tuple[Getter, str]:
+        """The instantaneous power field (``NVML_FI_DEV_POWER_INSTANT``, as mamf-finder reads it) where the
+        driver answers it, else ``nvmlDeviceGetPowerUsage`` (a 1 s average on Ampere and later); sets
+        ``power_source`` and the window limits (``NVML_MIN_WINDOW_S``) to match."""
+        field_id = int(getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", NVML_FI_DEV_POWER_INSTANT))
+        get_fields = getattr(nvml, "nvmlDeviceGetFieldValues", None)
+
+        def instant():
+            value = nvml_field_value(get_fields(handle, [field_id])[0])
+            return None if value is None else value / 1000.0
+
+        why = "this pynvml has no nvmlDeviceGetFieldValues"
+        if get_fields is not None:
+            try:
+                if instant() is not None:
+                    self.power_source, self.min_window_s = "instant", dict(NVML_MIN_WINDOW_S["instant"])
+                    return instant, f"{where} NVML_FI_DEV_POWER_INSTANT"
+                why = "NVML_FI_DEV_POWER_INSTANT not supported by this driver/device"
+            except Exception as exc:
+                why = f"NVML_FI_DEV_POWER_INSTANT: {one_line(exc, 80)}"
+        self.power_source, self.min_window_s = "average_1s", dict(NVML_MIN_WINDOW_S["average_1s"])
+        return (lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                f"{where} power usage (1 s average; {why})")
 
     def close(self) -> None:
         if self.nvml is not None:
@@ -547,17 +610,33 @@ def amd_celsius(value) -> float | None:
     return v / 1000.0 if v >= 1000 else v
 
 
+# Variables that make torch's device numbers differ from amdsmi's positions (ROCm's GPU isolation docs).
+AMD_VISIBILITY_VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+
+
+def pci_address(bdf) -> str:
+    """A PCI address as ``dddd:bb:dd.f`` in lower case (a missing domain is 0000)."""
+    text = str(bdf).strip().lower()
+    return text if text.count(":") == 2 else f"0000:{text}"
+
+
 class AmdSmiReader(Reader):
     """An AMD GPU through ``amdsmi`` (``accelbench[rocm]``). The processor is found by its HIP index
-    (``amdsmi_get_gpu_enumeration_info``'s ``hip_id``: what torch calls ``cuda:N``), else by its PCI
-    address when known, else by position. **Untested on hardware**."""
+    (``amdsmi_get_gpu_enumeration_info``'s ``hip_id``: what torch calls ``cuda:N``; amdsmi of ROCm 6.4 and
+    later), else by its PCI address (``device_info``'s ``pci_bus_id``, from torch's device properties),
+    else by position, but only where nothing reorders the devices: under ``HIP_VISIBLE_DEVICES`` (and the
+    other ``AMD_VISIBILITY_VARIABLES``) or with a GPU in a CPX/TPX/DPX compute partition, torch's index is
+    not amdsmi's position, so there every sensor is missing with that reason (nulls, never another GPU's
+    readings). **Untested on hardware**."""
 
     source = "amdsmi"
 
-    def __init__(self, index: int, pci_bus_id: str | None = None, import_module: Callable = importlib.import_module):
+    def __init__(self, index: int, pci_bus_id: str | None = None, import_module: Callable = importlib.import_module,
+                 environ: dict | None = None):
         super().__init__()
         self.index, self.pci_bus_id = int(index), pci_bus_id
         self._import = import_module
+        self.environ = environ
         self.smi = None
 
     def _handle(self, smi):
@@ -567,10 +646,24 @@ class AmdSmiReader(Reader):
                 if int(smi.amdsmi_get_gpu_enumeration_info(h)["hip_id"]) == self.index:
                     return h, f"HIP id {self.index}"
         if self.pci_bus_id:
+            want = pci_address(self.pci_bus_id)
             for h in handles:
                 with contextlib.suppress(Exception):
-                    if str(smi.amdsmi_get_gpu_device_bdf(h)).lower().endswith(str(self.pci_bus_id).lower()[-7:]):
-                        return h, f"PCI {self.pci_bus_id}"
+                    if pci_address(smi.amdsmi_get_gpu_device_bdf(h)) == want:
+                        return h, f"PCI {want}"
+        environ = os.environ if self.environ is None else self.environ
+        reorder = [f"{v}={environ[v]}" for v in AMD_VISIBILITY_VARIABLES if environ.get(v)]
+        partitions = set()
+        for h in handles:
+            with contextlib.suppress(Exception):
+                partitions.add(str(smi.amdsmi_get_gpu_compute_partition(h)).upper())
+        partitions -= {"SPX", "", "N/A", "NONE"}
+        if reorder or partitions:
+            why = "; ".join(reorder + [f"compute partition {p}" for p in sorted(partitions)])
+            raise SourceUnavailable(f"amdsmi: no hip_id and no PCI address matched torch's device {self.index}, and "
+                                    f"matching by position would read another GPU here ({why})")
+        if self.index >= len(handles):
+            raise SourceUnavailable(f"amdsmi lists {len(handles)} GPU(s); torch's device {self.index} is not among them")
         return handles[self.index], f"position {self.index}"
 
     def sensors(self):
@@ -581,7 +674,7 @@ class AmdSmiReader(Reader):
                                "(amdsmi, matching the ROCm version)") from None
         smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
         self.smi = smi
-        h, how = self._handle(smi)
+        h, how = self._handle(smi)  # SourceUnavailable: every sensor missing with why
         where = f"amdsmi ({how})"
 
         def power():
@@ -596,8 +689,9 @@ class AmdSmiReader(Reader):
 
         def temperature():
             kinds = smi.AmdSmiTemperatureType
-            for kind in (kinds.HOTSPOT, kinds.EDGE):
+            for name in ("HOTSPOT", "EDGE"):  # an older amdsmi has no HOTSPOT: the edge sensor then
                 with contextlib.suppress(Exception):
+                    kind = getattr(kinds, name)
                     value = amd_celsius(smi.amdsmi_get_temp_metric(h, kind, smi.AmdSmiTemperatureMetric.CURRENT))
                     if value is not None:
                         return value
@@ -702,10 +796,21 @@ def per_joule(rate_per_s: float | None, energy_j: float | None, duration_s: floa
     return rate / (energy / duration)
 
 
+def too_short_for(duration_s: float | None, min_window_s: dict[str, float] | None) -> str | None:
+    """The sensors (``;``-joined, sorted) whose reading a window of ``duration_s`` is too short for, from
+    the reader's limits; "" when none is; None when the window has no duration."""
+    if duration_s is None:
+        return None
+    return ";".join(sorted(k for k, v in (min_window_s or {}).items() if duration_s < v))
+
+
 def summarize(readings: Sequence[Reading], source: str, wall_offset: float = 0.0,
-              rel_tol: float = DEFAULT_SETTLE_REL_TOL) -> dict:
+              rel_tol: float = DEFAULT_SETTLE_REL_TOL, *, power_source: str | None = None,
+              min_window_s: dict[str, float] | None = None) -> dict:
     """The columns of one window (``WINDOW_COLUMNS`` + ``WINDOW_EXTRA`` + ``clock_settled``), from its
-    readings in time order. A sensor without a reading gives None, never 0."""
+    readings in time order. A sensor without a reading gives None, never 0. ``power_source`` says what the
+    power readings are (NVML: ``instant`` or ``average_1s``); ``telemetry_too_short_for`` lists the sensors
+    whose reading the window is shorter than ``min_window_s`` allows (their values are kept, flagged)."""
     def values(attr):
         return [getattr(r, attr) for r in readings if getattr(r, attr) is not None]
 
@@ -730,6 +835,8 @@ def summarize(readings: Sequence[Reading], source: str, wall_offset: float = 0.0
         "energy_source": energy_source or None,
         "telemetry_start_unix_s": None if start is None else start + wall_offset,
         "telemetry_end_unix_s": None if end is None else end + wall_offset,
+        "power_source": power_source if powers else None,
+        "telemetry_too_short_for": too_short_for(None if start is None else end - start, min_window_s),
         "clock_settled": clock_settled([r.clock_mhz for r in readings], rel_tol),
         "clock_halves_mhz": clock_halves([r.clock_mhz for r in readings]),
     }
@@ -754,6 +861,8 @@ class Window:
     rel_tol: float
     readings: list[Reading] = field(default_factory=list)
     sampled: bool = True
+    power_source: str | None = None
+    min_window_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float | None:
@@ -762,7 +871,8 @@ class Window:
     def columns(self) -> dict:
         if not self.sampled or not self.readings:
             return off_columns(self.source)
-        return summarize(self.readings, self.source, self.wall_offset, self.rel_tol)
+        return summarize(self.readings, self.source, self.wall_offset, self.rel_tol,
+                         power_source=self.power_source, min_window_s=self.min_window_s)
 
 
 class Sampler:
@@ -816,7 +926,8 @@ class Sampler:
 
     @contextlib.contextmanager
     def window(self):
-        w = Window(self.source, self.wall_offset, self.rel_tol)
+        w = Window(self.source, self.wall_offset, self.rel_tol, power_source=self.reader.power_source,
+                   min_window_s=dict(self.reader.min_window_s))
         opened = self.clock()
         first = self.sample()
         self._stop.clear()

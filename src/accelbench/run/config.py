@@ -16,11 +16,14 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jsonschema
 import yaml
 
 from .. import backends, registry
+
+if TYPE_CHECKING:  # annotations only: jsonschema itself is imported where a config is validated
+    import jsonschema
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "config.schema.yaml"
 
@@ -186,10 +189,14 @@ def _pattern(validator, pattern, instance, schema):
         return
     strict = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
     if not re.search(strict, instance):
+        import jsonschema  # lazily: validating needs it, the GPU check's headline steps do not (see _validator)
+
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _validator(schema: dict):
+    import jsonschema  # not at module level: the GPU check's headline steps import this module without it
+
     base = jsonschema.validators.validator_for(schema)
     checker = base.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
     return jsonschema.validators.extend(base, validators={"pattern": _pattern}, type_checker=checker)(schema)
@@ -206,6 +213,8 @@ def check(config: dict, schema: dict | None = None) -> dict:
     schema = schema or load_schema()
     errors = list(_validator(schema).iter_errors(config))
     if errors:
+        import jsonschema  # lazily, as in _validator
+
         best = jsonschema.exceptions.best_match(errors)
         raise ConfigError(describe_error(best, schema))
     check_cross_keys(with_defaults(config, schema))

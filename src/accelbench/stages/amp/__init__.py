@@ -45,7 +45,7 @@ PLUGIN = Stage(
     sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),),
     config_check=Hook("accelbench.stages.amp.config_check:check"),
     # the GPU check: 2 seeds, the fewest that give the speedup an interval; 40 steps of which 5 untimed
-    gpu_check={"workloads": ["mlp", "transformer"], "seeds": [0, 1], "steps": 40, "warmup_steps": 5,
+    gpu_check={"workloads": ["mlp", "transformer"], "seeds": [0, 1], "steps": 20, "warmup_steps": 3,
                "batch_size": 1024, "mlp": {"hidden": 4096, "layers": 4},
                "transformer": {"d_model": 512, "n_heads": 8, "ff": 2048, "seq_len": 128, "layers": 2}},
     config_key="amp", resources=Resources(mem_mb=8000, runtime_min=60), method_version=2, checkpoint=True,

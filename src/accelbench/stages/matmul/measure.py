@@ -22,7 +22,11 @@ was right. ``matmul.shapes`` adds one row per named (m, n, k): an (m x k) by (k 
   the hardware has it (``Backend.fp8_support``: CUDA compute capability >= 8.9, ROCm gfx94x/gfx95x/gfx12,
   torch >= 2.6); elsewhere ``unsupported`` with the reason. The inputs are in the e4m3 encoding the device
   multiplies (``Backend.fp8_dtype``: ``float8_e4m3fnuz`` on MI300X/MI325X, gfx942), recorded per row as
-  ``torch_dtype``; the configured name stays in ``dtype`` so rows of every device line up.
+  ``torch_dtype``; the configured name stays in ``dtype`` so rows of every device line up. ``_scaled_mm``
+  runs without ``use_fast_accum`` (full-precision accumulation: what the check's tolerance is for), said in
+  the row's ``fp8_fast_accum`` (False; None on other dtypes); fast accumulation (Hopper's faster, less
+  precise fp8 accumulation, the mode datasheet-like fp8 figures use) is ``TorchMatmul(fp8_fast_accum=True)``,
+  which bench/gpu_headline.py measures beside it.
 - **Checked**: on fresh normal inputs (never zeros) the product is compared with a float64
   reference of the same (quantized) inputs on up to 128 sampled rows: relative Frobenius error
   against ``matmul.rel_error_max[dtype]`` -> ``wrong_result``. Quantizing the inputs first isolates
@@ -295,6 +299,7 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
         "peak_tflops": peak_tflops if peak_tflops else _nan(), "peak_source": peak_source,
         "pct_of_peak": _nan(), "rel_error": _nan(), "rel_error_max": settings.rel_error_max.get(dtype, _nan()),
         "status": "ok", "flags": "", "status_detail": "", "torch_dtype": _torch_dtype(kernels, dtype),
+        "fp8_fast_accum": bool(getattr(kernels, "fp8_fast_accum", False)) if dtype == "float8_e4m3fn" else None,
     }
 
     def done(status: str, detail: str) -> dict:
@@ -459,8 +464,9 @@ class TorchMatmul:
     """
 
     def __init__(self, device: str, backend: Backend, *, measurer: Measurer, info: dict | None = None,
-                 seed: int = 0, rotate: bool = True, reuse_operands: bool = False):
+                 seed: int = 0, rotate: bool = True, reuse_operands: bool = False, fp8_fast_accum: bool = False):
         self.backend = backend
+        self.fp8_fast_accum = bool(fp8_fast_accum)  # _scaled_mm's use_fast_accum (fp8 only)
         self.torch = backend.torch
         self.device = device
         self.info = info if info is not None else backend.device_info(device)
@@ -581,7 +587,8 @@ class TorchMatmul:
         t = self.torch
         if dtype == "float8_e4m3fn":
             one = t.ones((), device=self.device, dtype=t.float32)
-            return "D = op(A_, B_, sa, sb, out_dtype=od)", dict(op=t._scaled_mm, sa=one, sb=one, od=t.bfloat16)
+            return ("D = op(A_, B_, sa, sb, out_dtype=od, use_fast_accum=fa)",
+                    dict(op=t._scaled_mm, sa=one, sb=one, od=t.bfloat16, fa=self.fp8_fast_accum))
         s = as_shape(size)
         out = t.empty(s.m, s.n, device=self.device, dtype=getattr(t, self.torch_dtype(dtype)))
         return "op(A_, B_, out=C)", dict(op=t.mm, C=out)
@@ -601,7 +608,7 @@ class TorchMatmul:
         template, g = self._op(dtype, Shape(a.shape[0], b.shape[1], a.shape[1]))
         fn = g.pop("op")
         if dtype == "float8_e4m3fn":
-            return fn(a, b, g["sa"], g["sb"], out_dtype=g["od"])
+            return fn(a, b, g["sa"], g["sb"], out_dtype=g["od"], use_fast_accum=g["fa"])
         return fn(a, b, out=g["C"])
 
     def probe(self, dtype: str, n: int, calls: int = PROBE_CALLS) -> float:

@@ -30,7 +30,7 @@ PLUGIN = Stage(
     figures=(Figure("membw", ("membw",), draw=Hook("accelbench.stages.membw.figures:fig_membw")),),
     sections=(Section("membw", "Memory", 40, context=Hook("accelbench.stages.membw.report:context")),),
     config_check=Hook("accelbench.stages.membw.config_check:check"),
-    gpu_check={"max_mb": 1024, "llc_factor": 64},  # the GPU check: up to 1 GiB per array, far past the 60 MB L2, in HBM
+    gpu_check={"max_mb": 512, "llc_factor": 64},  # the GPU check: up to 512 MiB per array, far past the 60 MB L2, in HBM
     config_key="membw", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     since_config_key="membw",
 )

@@ -52,6 +52,6 @@ PLUGIN = Stage(
     config_check=Hook("accelbench.stages.scaling.config_check:check"),
     # the GPU check (one GPU): DDP at world size 1 over NCCL (DataParallel and peer copies say unsupported)
     gpu_check={"enabled": True, "world_sizes": [], "workloads": ["mlp"], "seeds": [0, 1],
-               "sizes": {"min_bytes": 1024, "max_bytes": 1073741824, "factor": 16}, "timeout_s": 120},
+               "sizes": {"min_bytes": 1024, "max_bytes": 268435456, "factor": 16}, "timeout_s": 60},
     config_key="scaling", resources=Resources(mem_mb=16000, runtime_min=120, whole_node=True), method_version=1,
 )

@@ -44,13 +44,17 @@ class TorchPeerCopies:
         if peer == "off" and self.host is None:
             host = self.backend.torch.empty(self.src.numel(), dtype=self.backend.torch.uint8)
             self.host = host.pin_memory() if self.backend.pinned_memory_support() is None else host
-        return {"src": self.src, "dst": self.dst, "host": self.host}
+        return {"src": self.src, "dst": self.dst, "host": self.host,
+                "wait_dst": self.backend.synchronizer(self.dst_name)}
 
     @staticmethod
     def statement(peer: str) -> str:
-        """Direct, or staged: the device-to-host copy is synchronous, so the host-to-device copy that
-        follows on the other device's stream reads finished data."""
-        return "dst.copy_(src)" if peer == "on" else "host.copy_(src); dst.copy_(host, non_blocking=True)"
+        """Direct, or staged. Staged: the device-to-host copy is synchronous, so the host-to-device copy
+        that follows on the other device's stream reads finished data; that copy is asynchronous, so the
+        statement waits for it (``wait_dst``) before it ends: timeit runs the statement back to back, and
+        the next device-to-host copy would otherwise overwrite the pinned buffer while the previous
+        host-to-device copy still reads it (a race, and GB/s inflated by the overlap)."""
+        return "dst.copy_(src)" if peer == "on" else "host.copy_(src); dst.copy_(host, non_blocking=True); wait_dst()"
 
 
 def both_synced_timer(backend, src: str, dst: str) -> Callable[[], float]:

@@ -19,7 +19,7 @@ PLUGIN = Stage(
     ),
     figures=(Figure("transfer", ("transfer",), draw=Hook("accelbench.stages.transfer.figures:fig_transfer")),),
     sections=(Section("transfer", "Transfer", 70, context=Hook("accelbench.stages.transfer.report:context")),),
-    gpu_check={"sizes_mb": [16, 256], "min_run_time_s": 0.1},  # the GPU check's section (bench/gpu_config.py)
+    gpu_check={"sizes_mb": [64], "min_run_time_s": 0.1},  # the GPU check's section (bench/gpu_config.py)
     config_key="transfer", resources=Resources(mem_mb=8000, runtime_min=15), method_version=1,
     accelerators_only=True,
 )
