@@ -164,7 +164,7 @@ for m in ("jsonschema", "snakemake", "duckdb", "ruptures", "hypothesis"):
 script, *args = sys.argv[1:]
 sys.argv = [script, *args]
 if script == "-":
-    import accelbench.run.config, accelbench.stages.matmul, accelbench.measure.telemetry  # noqa: F401
+    import accelbench.run.config, accelbench.stages.matmul.measure, accelbench.measure.telemetry  # noqa: F401
     print("imported")
 else:
     runpy.run_path(script, run_name="__main__")

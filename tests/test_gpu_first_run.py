@@ -25,7 +25,7 @@ import pytest
 from accelbench import backends, registry
 from accelbench.measure import stability
 from accelbench.measure import telemetry as tm
-from accelbench.stages import peer_copy
+from accelbench.stages.scaling import peer_copy
 
 
 def importer(**modules):
@@ -354,7 +354,7 @@ def test_warm_device_reads_the_clock_from_the_backend_telemetry_reader():
 # ------------------------------------------------------------------ fp8: use_fast_accum both ways
 
 def test_fp8_scaled_mm_is_timed_with_and_without_fast_accum_and_says_which():
-    from accelbench.stages.matmul import TorchMatmul
+    from accelbench.stages.matmul.measure import TorchMatmul
 
     calls = []
 
@@ -373,7 +373,7 @@ def test_fp8_scaled_mm_is_timed_with_and_without_fast_accum_and_says_which():
 
 
 def test_matmul_rows_say_whether_fp8_used_fast_accum():
-    from accelbench.stages.matmul import Settings, measure_point
+    from accelbench.stages.matmul.measure import Settings, measure_point
 
     class Kernels:
         def __init__(self, fast):

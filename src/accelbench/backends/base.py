@@ -230,7 +230,10 @@ class Backend:
         b = self.torch.backends
         nodes = [b.cuda.matmul, b.cudnn.conv]
         rnn = getattr(b.cudnn, "rnn", None)  # with conv: torch raises on a legacy read when the two differ
-        mkldnn = getattr(getattr(b, "mkldnn", None), "matmul", None)
+        try:  # torch.backends.mkldnn.matmul (CPU oneDNN), where this torch has it
+            mkldnn = b.mkldnn.matmul
+        except AttributeError:
+            mkldnn = None
         nodes += [n for n in (rnn, mkldnn) if n is not None and hasattr(n, "fp32_precision")]
         before = [n.fp32_precision for n in nodes]
         use_tf32 = bool(tf32) and self.tf32_available() is None
