@@ -365,6 +365,38 @@ def scaling_rows(prov, backend, device, device_name, worlds, *, step_1, efficien
     return {"scaling_trials": trials, "scaling": summary, "collectives": collectives, "peer_copy": copies}
 
 
+def attention_rows(prov: dict, backend: str, device: str, device_name: str, config: dict, kernels, dtypes,
+                   tflops: dict, peak: dict, mem_per_score: dict, threads: int) -> list[dict]:
+    """The attention stage's rows for the config's sweep (its own plan), each point at ``tflops[kernel][dtype]``
+    (shorter sequences reach less: x s/(s+512)), memory ``mem_per_score[kernel]`` bytes per score element (math
+    materializes the scores, flash does not), relative errors well inside the thresholds."""
+    from accelbench.stages.attention import measure as attention
+
+    cfg = attention.sweep_config(config["attention"], backend)
+    rows = []
+    for p in attention.plan_points(cfg, list(kernels), list(dtypes)):
+        r = attention.empty_row(p, threads, cfg["rel_error_max"][p.dtype] if "rel_error_max" in cfg
+                                else config["attention"]["rel_error_max"][p.dtype])
+        achieved = tflops[p.kernel][p.dtype] * p.seq_len_q / (p.seq_len_q + 512)
+        median = p.flops / (achieved * 1e12)
+        work = mem_per_score[p.kernel] * p.scores + 4 * p.batch * p.heads * p.seq_len_q * p.head_dim
+        r.update(prov, backend=backend, device=device, device_name=device_name, median_s=median,
+                 iqr_s=0.02 * median, ci95_low_s=0.99 * median, ci95_high_s=1.01 * median, repeats=120, blocks=12,
+                 tflops=achieved, peak_tflops=peak[p.dtype], peak_source="fixture",
+                 pct_of_peak=100 * achieved / peak[p.dtype], peak_mem_bytes=work * 1.5, work_mem_bytes=work,
+                 mem_kind="rss" if backend == "cpu" else "allocator", rel_error=1e-3 if p.dtype != "float32" else 1e-6,
+                 method_version=registry.method_version("attention"), device_warmup_s=0.5, device_warmup_calls=20,
+                 device_warmup_status="stable")
+        rows.append(r)
+    return rows
+
+
+CPU_SDPA = {"tflops": {"flash": {"bfloat16": 0.05, "float32": 0.09}, "math": {"bfloat16": 0.02, "float32": 0.04}},
+            "mem_per_score": {"flash": 0.0, "math": 8.0}}
+GPU_SDPA = {"tflops": {"flash": {"bfloat16": 560.0}, "cudnn": {"bfloat16": 610.0}},
+            "mem_per_score": {"flash": 0.0, "cudnn": 0.0}}
+
+
 def write_scaling(d: Path, backend: str, tables: dict) -> None:
     for table, rows in tables.items():
         _csv(d / registry.TABLES[table].filename(backend), rows, table)
@@ -507,6 +539,10 @@ def write_cpu_run(results: Path, run_id: str = "laptop-cpu", host: str = "laptop
     _csv(d / "amp_cpu_summary.csv", su, "amp_summary")
     write_scaling(d, "cpu", scaling_disabled(prov, "cpu", "cpu", LAPTOP_CPU))
     _csv(d / "telemetry_amp_cpu.csv", series_rows(prov, "cpu", "cpu", LAPTOP_CPU, series), "telemetry_amp")
+    _csv(d / "attention_cpu.csv", attention_rows(prov, "cpu", "cpu", LAPTOP_CPU, config, ["flash", "math"],
+                                                 ["bfloat16", "float32"], CPU_SDPA["tflops"],
+                                                 {"bfloat16": 1.2, "float32": 0.6}, CPU_SDPA["mem_per_score"], 2),
+         "attention")
     write_samples(d)
     return d
 
@@ -597,6 +633,13 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
     write_scaling(d, "cuda", scaling_rows(
         prov, "cuda", "cuda:0", H100, [1], step_1=0.0009, efficiency=lambda n: 1.0, process_group="nccl", threads=1,
         amp_mode="amp_fp16", copy_reason="device-to-device copies need at least 2 GPUs; 1 visible"))
+    _csv(d / "attention_cpu.csv", attention_rows(prov, "cpu", "cpu", EPYC, config, ["flash", "math"],
+                                                 ["bfloat16", "float32"], CPU_SDPA["tflops"],
+                                                 {"bfloat16": 5.0, "float32": 2.5}, CPU_SDPA["mem_per_score"], 16),
+         "attention")
+    _csv(d / "attention_cuda.csv", attention_rows(prov, "cuda", "cuda:0", H100, config, ["flash", "cudnn"],
+                                                  ["bfloat16"], GPU_SDPA["tflops"], {"bfloat16": 989.4},
+                                                  GPU_SDPA["mem_per_score"], 1), "attention")
     write_samples(d, seed=2)
     return d
 
@@ -702,6 +745,7 @@ def make_pre_telemetry(run_dir: Path) -> None:
     run_dir = Path(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     info["config"].pop("telemetry", None)
+    info["config"].pop("attention", None)  # the attention stage came later still
     for key in ("soak_s", "soak_interval_s"):
         info["config"]["matmul"].pop(key, None)
     (run_dir / "run.json").write_text(json.dumps(info))
@@ -713,7 +757,7 @@ def make_pre_telemetry(run_dir: Path) -> None:
     new = set(registry.TELEMETRY + registry.THROTTLE + registry.TELEMETRY_EXTRA) | {"gflop_per_j", "samples_per_j",
                                                                                   "clock_ramp"}
     for path in run_dir.glob("*.csv"):
-        if registry.table_of(path.name) in ("matmul_soak", "telemetry_matmul", "telemetry_amp"):
+        if registry.table_of(path.name) in ("matmul_soak", "telemetry_matmul", "telemetry_amp", "attention"):
             path.unlink()
             continue
         df = pd.read_csv(path)
@@ -742,7 +786,7 @@ def write_samples(run_dir: Path, seed: int = 0, blocks: int = 12, amp_warmup_ste
             table = spec.table if spec.table != "amp_trials" else "amp_steps"
             csv_path = run_dir / registry.TABLES[table].filename(backend)
             rows = pd.read_csv(csv_path).to_dict("records") if csv_path.exists() else []
-            if stage in ("matmul", "transfer"):
+            if stage in ("matmul", "transfer", "attention"):  # one sample per timed block
                 for r in rows:
                     measured = r.get("median_s") == r.get("median_s") and r.get("median_s", 0) > 0
                     r["blocks"] = blocks if measured else 0  # as the stages write it: one sample per block

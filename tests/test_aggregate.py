@@ -61,7 +61,7 @@ def test_rows_of_every_file_of_every_run_are_kept(two_runs):
     assert (matmul["source_file"].str.endswith(".csv")).all()
     # the CPU run: 5 stage files + soak + 2 telemetry series; the GPU run: cpu (8) and cuda (8 + transfer);
     # + scaling: 4 tables x (cpu, cpu, cuda); + matmul_search and membw of the 3 backends
-    assert len(manifest["files_read"]) == len(run_csvs) == 25 + 12 + 6
+    assert len(manifest["files_read"]) == len(run_csvs) == 25 + 12 + 6 + 3
     assert set(raw) == set(registry.RUN_TABLES)
     # the transfer table is empty for the CPU run but exists with its documented header
     transfer = pd.read_csv(out / "transfer.csv")

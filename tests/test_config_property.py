@@ -59,6 +59,8 @@ def valid(sub: dict):
     if "enum" in sub:
         return st.sampled_from(sub["enum"])
     kind = sub.get("type")
+    if isinstance(kind, list):  # e.g. ["integer", "null"]: any one of the types, with the node's other bounds
+        return st.one_of([st.none() if k == "null" else valid({**sub, "type": k}) for k in kind])
     if kind == "object":
         if "properties" in sub:
             required = set(sub.get("required", ()))

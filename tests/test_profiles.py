@@ -159,7 +159,8 @@ def test_slurm_every_job_has_runtime_and_memory(slurm_jobs):
 
 def test_slurm_cpu_benchmarks_get_the_node_to_themselves(slurm_jobs):
     for job in slurm_jobs:
-        exclusive = job["rule"] in {"warmup", "matmul", "matmul_search", "membw", "amp", "scaling"} \
+        # every device stage that runs on the CPU measures the CPU: it gets the node to itself
+        exclusive = job["rule"] in {s.rule for s in registry.DEVICE_STAGES if s.applies_to("cpu")} \
             and job["backend"] == "cpu"
         assert (job["resources"].get("slurm_extra") == "--exclusive") == exclusive, job
 

@@ -222,7 +222,8 @@ def test_absent_backend_writes_an_empty_sample_file(tmp_path, stage):
 def test_every_device_stage_declares_its_sample_file():
     """Every stage whose points are timed blocks or steps keeps its samples (warmup, matmul, membw, transfer, amp);
     the search (its own screening, the best re-measured as a matmul-like row) and scaling (rank processes) do not."""
-    assert set(registry.SAMPLES) == {"warmup", "matmul", "membw", "transfer", "amp"}
+    assert {"warmup", "matmul", "membw", "transfer", "amp"} <= set(registry.SAMPLES)
+    assert not {"matmul-search", "scaling"} & set(registry.SAMPLES)
     for stage in registry.DEVICE_STAGES:
         outputs = registry.stage_outputs(stage)
         tables = [registry.TABLES[t].file for t in stage.tables]
@@ -230,7 +231,9 @@ def test_every_device_stage_declares_its_sample_file():
             assert outputs[-1] == registry.SAMPLES[stage.name].file and outputs[:-1] == tables
         else:
             assert outputs == tables
-    assert registry.sample_files(["cpu"]) == ["warmup_cpu_samples.parquet", "matmul_cpu_samples.parquet",
-                                              "membw_cpu_samples.parquet",
-                                              "amp_cpu_samples.parquet"]  # transfer: accelerators only
+    cpu = registry.sample_files(["cpu"])  # in stage order; transfer: accelerators only
+    assert cpu == [registry.SAMPLES[s.name].filename("cpu") for s in registry.DEVICE_STAGES
+                   if s.name in registry.SAMPLES and s.applies_to("cpu")]
+    assert {"warmup_cpu_samples.parquet", "matmul_cpu_samples.parquet", "membw_cpu_samples.parquet",
+            "amp_cpu_samples.parquet"} <= set(cpu) and "transfer_cpu_samples.parquet" not in cpu
     assert "transfer_cuda_samples.parquet" in registry.sample_files(["cuda"])
