@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from accelbench import registry
 from accelbench.run import config as cfg
 from test_provenance import MINI, STAGE_KINDS, mini_run
 
@@ -43,6 +44,8 @@ KEYS = {
     "telemetry_matmul": ["device", "stage", "telemetry_source"],  # one row per reading; how many depends on timing
     "telemetry_amp": ["device", "stage", "telemetry_source"],
 }
+# a plug-in table's rows are keyed by its declared point identity
+KEYS.update({name: ["device", *t.identity] for name, t in registry.TABLES.items() if name not in KEYS and t.identity})
 # tables with a row per iteration or reading: how many rows depends on timing
 PER_TICK = ("warmup", "telemetry_matmul", "telemetry_amp")
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
@@ -111,6 +114,8 @@ def _leaves(node, path=()):
 
 
 def _changed(value):
+    if value is None:  # an unset optional (attention.tokens)
+        return 1
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):
