@@ -254,7 +254,6 @@ CROSS_STAGE_READERS = {
     "src/accelbench/reporting/tables.py": "the summary's per-table helpers (best TFLOP/s, speedup, verdicts)",
     "src/accelbench/reporting/html.py": "the summary section and the telemetry section",
     "src/accelbench/reporting/plots.py": "the telemetry and roofline figures",
-    "src/accelbench/reporting/roofline.py": "the roofline over matmul, search, membw and AMP",
     "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
     "src/accelbench/reporting/references.py": "published matmul figures",
     "src/accelbench/stages/common.py": "every device stage warms its device with the warm-up stage's rule",

@@ -14,7 +14,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench.reporting import roofline as R
 from accelbench.run.config import with_defaults
+from accelbench.stages.amp import roofline as AR
 from accelbench.stages.amp.measure import build_mlp, build_transformer
+from accelbench.stages.membw.roofline import device_roofs as membw_roofs
 
 
 def test_bytes_and_intensity_of_one_product():
@@ -64,16 +66,16 @@ def test_step_gemms_count_the_flops_pytorch_counts(workload, build):
          torch.randn(amp["batch_size"], amp["transformer"]["seq_len"], d["n_features"]))
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(x).sum().backward()
-    flops, nbytes, launches = R.step_flops_bytes(workload, amp, "float32")
+    flops, nbytes, launches = AR.step_flops_bytes(workload, amp, "float32")
     assert flops == counter.get_total_flops()
-    assert launches == len(R.step_gemms(workload, amp)) and launches > 5
-    assert nbytes == pytest.approx(sum(g.bytes("float32") for g in R.step_gemms(workload, amp)))
-    assert R.step_flops_bytes(workload, amp, "bfloat16")[1] == pytest.approx(nbytes / 2)
+    assert launches == len(AR.step_gemms(workload, amp)) and launches > 5
+    assert nbytes == pytest.approx(sum(g.bytes("float32") for g in AR.step_gemms(workload, amp)))
+    assert AR.step_flops_bytes(workload, amp, "bfloat16")[1] == pytest.approx(nbytes / 2)
 
 
 def test_first_layer_has_no_input_gradient():
     amp = with_defaults({})["amp"]
-    names = [g.name for g in R.step_gemms("mlp", amp)]
+    names = [g.name for g in AR.step_gemms("mlp", amp)]
     assert "linear0.grad_x" not in names and "linear0.grad_w" in names and "linear1.grad_x" in names
 
 
@@ -107,7 +109,7 @@ def tables():
 
 
 def test_device_roofs_take_triad_at_the_largest_size_and_the_launch_floor():
-    roofs = R.device_roofs(tables()["membw"]).iloc[0]
+    roofs = membw_roofs(tables()["membw"]).iloc[0]
     assert roofs["bandwidth_gbps"] == 3000.0 and roofs["beyond_cache"] and roofs["launch_s"] == 10e-6
     assert "triad" in roofs["bandwidth_source"] and roofs["peak_gbps"] == 3350.0
 
@@ -124,7 +126,7 @@ def test_roofline_points_and_verdicts():
     assert searched["kind"] == "search" and searched["tflops"] == pytest.approx(800.0)
     assert searched["pct_of_roof"] == pytest.approx(80.0) and searched["verdict"] == "compute_bound"
     amp = pts.loc["mlp amp_bf16"]
-    flops, nbytes, launches = R.step_flops_bytes("mlp", with_defaults({})["amp"], "bfloat16")
+    flops, nbytes, launches = AR.step_flops_bytes("mlp", with_defaults({})["amp"], "bfloat16")
     assert amp["kind"] == "amp" and amp["flops"] == flops and amp["launches"] == launches
     assert amp["tflops"] == pytest.approx(flops / 1e-3 / 1e12)
     # 1 ms for about 11 GEMMs: beyond 2 x 11 x 10 us = 0.22 ms, so not launch-bound; intensity decides
@@ -150,4 +152,25 @@ def test_without_a_peak_the_best_measured_point_is_the_compute_roof():
 
 
 def test_empty_tables_give_no_points():
-    assert R.roofline_points({}).empty and R.device_roofs(pd.DataFrame()).empty
+    assert R.roofline_points({}).empty and R.device_roofs({}).empty and membw_roofs(pd.DataFrame()).empty
+
+
+def test_attention_calls_are_placed_by_their_flops_over_their_least_traffic():
+    """The attention table's declaration places its trustworthy rows: intensity = flops / min_bytes, the compute
+    roof of the row's dtype, the verdict from the same ridge; a refused point (unsupported) is left out."""
+    t = tables()
+    base = {"run_id": "r", "backend": "cuda", "device": "cuda:0", "device_name": "G", "kernel": "flash",
+            "dtype": "bfloat16", "mode": "forward", "seq_len_q": 4096, "head_dim": 128, "causal": False}
+    flops, nbytes = 4 * 2 * 16 * 4096 * 4096 * 128, 4 * 2 * 16 * 4096 * 128 * 2  # b=2, h=16: q, k, v, o
+    t["attention"] = pd.DataFrame([
+        {**base, "flops": flops, "min_bytes": nbytes, "median_s": flops / 500e12, "status": "ok"},
+        {**base, "kernel": "cudnn", "flops": flops, "min_bytes": nbytes, "median_s": math.nan,
+         "status": "unsupported"}])
+    pts = R.roofline_points(t)
+    att = pts[pts["kind"] == "attention"]
+    assert len(att) == 1
+    a = att.iloc[0]
+    assert a["point"] == "flash forward s=4096 d=128" and a["intensity"] == pytest.approx(flops / nbytes)
+    assert a["tflops"] == pytest.approx(500.0) and a["compute_roof_tflops"] == 1000.0
+    assert a["verdict"] == "compute_bound"  # s / 2 = 2048 FLOP/byte, right of the ridge 1000e3 / 3000
+    assert "attention" in R.markers()

@@ -48,6 +48,26 @@ class Compare:
 
 
 @dataclass(frozen=True)
+class Roofline:
+    """How a table takes part in the roofline (``reporting.roofline``, the figure and the report's section).
+
+    ``points(df, tables) -> list[dict]``: its points, each with the row's ``run_id``, ``backend``, ``device`` and
+    ``device_name`` and ``kind``, ``point`` (a label), ``dtype`` (the dtype of its products, which picks the
+    compute roof), ``m``, ``n``, ``k`` (NaN where not one product), ``flops``, ``bytes`` (the least traffic),
+    ``time_s`` and ``launches`` (kernel launches per timed call, for the launch-bound verdict); ``markers``: its
+    kinds -> (matplotlib marker, legend label); ``compute_roof``: its rows' ``peak_tflops`` (else its best trusted
+    ``tflops``) per (run_id, device, dtype) are the compute roofs; ``memory_roof``: ``device_roofs(df)`` -> a
+    frame per (run_id, device) with ``bandwidth_gbps``, ``bandwidth_source`` and ``launch_s`` (the memory roof and
+    the launch floor); ``needs``: other tables its ``points`` read (``runs``: the runs' configs)."""
+
+    points: Hook | None = None
+    markers: dict = field(default_factory=dict)
+    compute_roof: bool = False
+    memory_roof: Hook | None = None
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Table:
     """One tidy table: written per run and backend by its stage (``file``, with ``{backend}``), gathered over
     every run by ``accelbench aggregate`` into ``aggregate/<name>.csv``.
@@ -79,6 +99,7 @@ class Table:
     added_from: dict = field(default_factory=dict)      # added columns that older files fill from another column
     # aggregate's completeness check of one file: check(df, table, config, path, problems, run_id)
     check: Hook | None = None
+    roofline: Roofline | None = None  # its part in the roofline (points, compute or memory roofs)
     reports_threads: bool = False  # its threads column is the run's thread count (the runs table shows it)
     stage: str = ""
 

@@ -71,8 +71,8 @@ CORE_AFTER = (
 CORE_FIGURES = (
     Figure("telemetry", ("telemetry_matmul", "telemetry_amp", "matmul", "matmul_soak", "amp_trials"),
            draw=Hook("accelbench.reporting.plots:fig_telemetry")),
-    Figure("roofline", ("matmul", "matmul_search", "membw", "amp_trials", "runs"),
-           draw=Hook("accelbench.reporting.plots:fig_roofline")),
+    # its tables: those declaring a Table.roofline and what their points need (filled in by _collect)
+    Figure("roofline", (), draw=Hook("accelbench.reporting.plots:fig_roofline")),
 )
 
 # Report sections over several stages' tables (their templates: reporting/templates/sections/).
@@ -97,8 +97,9 @@ def _collect(plugin_names: tuple[str, ...] = PLUGINS):
             figures[f.name] = f
         for s in plugin.sections:
             sections[s.name] = dataclasses.replace(s, package=name)
+    roofline = tuple(dict.fromkeys(n for name, t in tables.items() if t.roofline for n in (name, *t.roofline.needs)))
     for f in CORE_FIGURES:
-        figures[f.name] = f
+        figures[f.name] = dataclasses.replace(f, tables=roofline) if f.name == "roofline" else f
     for s in CORE_SECTIONS:
         sections[s.name] = s
     for plugin in (*CORE_BEFORE, *plugins, *CORE_AFTER):

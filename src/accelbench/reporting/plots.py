@@ -244,14 +244,13 @@ def fig_telemetry(plt, sns, tables, series):
     return fig
 
 
-ROOFLINE_MARKERS = {"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes"),
-                    "search": ("*", "search's best shape"), "amp": ("^", "AMP / FP32 training step (GEMMs)")}
 
 
 def fig_roofline(plt, sns, tables, series):
     title = ("Roofline: TFLOP/s against arithmetic intensity\n"
              "memory roof = measured bandwidth (membw), compute roofs = peaks")
     pts = R.roofline_points(tables)
+    markers = R.markers()  # each kind's marker and legend label, from the stages' Table.roofline declarations
     if pts.empty:
         return _message(plt, title, "No trustworthy matmul point or AMP trial to place on a roofline.")
     pts = S.with_series(pts, series)
@@ -285,7 +284,7 @@ def fig_roofline(plt, sns, tables, series):
             ax.text(hi, peak, f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} {roof} ",
                     fontsize=7.5, color=pal[r["dtype"]], ha="right", va="bottom")
         for (kind, dtype, launch), g in d.groupby(["kind", "dtype", d["verdict"] == "launch_bound"], sort=False):
-            marker = ROOFLINE_MARKERS.get(kind, ("o", kind))[0]
+            marker = markers.get(kind, ("o", kind))[0]
             ax.scatter(g["intensity"], g["tflops"], marker=marker, s=90 if kind == "search" else 36,
                        facecolors="none" if launch else pal[dtype], edgecolors=pal[dtype], linewidths=1.3, zorder=4)
         ax.set_xscale("log")
@@ -296,9 +295,9 @@ def fig_roofline(plt, sns, tables, series):
         ax.set_ylabel("TFLOP/s")
     handles = [Patch(color=pal[dt]) for dt in dtypes]
     names = [S.DTYPE_LABEL.get(dt, dt) for dt in dtypes]
-    kinds = [k for k in ROOFLINE_MARKERS if k in set(pts["kind"])]
-    handles += [Line2D([0], [0], ls="", marker=ROOFLINE_MARKERS[k][0], color="#555555", ms=8) for k in kinds]
-    names += [ROOFLINE_MARKERS[k][1] for k in kinds]
+    kinds = [k for k in markers if k in set(pts["kind"])]
+    handles += [Line2D([0], [0], ls="", marker=markers[k][0], color="#555555", ms=8) for k in kinds]
+    names += [markers[k][1] for k in kinds]
     handles += [Line2D([0], [0], ls="", marker="o", mfc="none", mec="#555555", ms=8)]
     names += [f"hollow: launch_bound (≤ {R.LAUNCH_FACTOR:g}× the launch floor)"]
     _legend_below(fig, handles, names, ncol=3)

@@ -2,7 +2,7 @@
 
 from ...columns import (DEVICE, DEVICE_WARMUP, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
 
 FIGURES = "accelbench.stages.amp.figures"
 CHECK = Hook("accelbench.stages.amp.checks:check_amp_points")
@@ -25,7 +25,9 @@ PLUGIN = Stage(
               numeric=("seed", "step_median_s", "samples_per_s", "peak_mem_bytes", "final_loss", "test_acc",
                        "skipped_steps", "final_scale", "threads", "samples_per_j") + TELEMETRY_NUMERIC,
               identity=("device_name", "workload", "mode", "seed"), compare=Compare(median="step_median_s"),
-              samples="amp_{backend}_samples.parquet", added_defaults={"samples_per_j": None}, check=CHECK),
+              samples="amp_{backend}_samples.parquet", added_defaults={"samples_per_j": None}, check=CHECK,
+              roofline=Roofline(points=Hook("accelbench.stages.amp.roofline:points"), needs=("runs",),
+                                markers={"amp": ("^", "AMP / FP32 training step (GEMMs)")})),
         Table("amp_summary", "amp_{backend}_summary.csv",
               cols(PROVENANCE, DEVICE, (
                   "workload", "mode", "baseline", "trials", "step_s_mean", "speedup", "speedup_ci95_low",

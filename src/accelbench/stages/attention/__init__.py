@@ -11,7 +11,7 @@ trade-offs are described in ``measure.py``'s docstring.
 from __future__ import annotations
 
 from accelbench.columns import DEVICE, DEVICE_WARMUP, PROVENANCE
-from accelbench.plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+from accelbench.plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
 
 PKG = "accelbench.stages.attention"
 KERNELS = ("flash", "efficient", "cudnn", "math")
@@ -138,7 +138,9 @@ TABLE = Table(
     "attention", "attention_{backend}.csv", COLUMNS, extra=EXTRA, numeric=NUMERIC, statuses=STATUSES,
     identity=IDENTITY, describe=DESCRIBE, compare=Compare(median="median_s", lower_is_better=True,
                                                           ci=("ci95_low_s", "ci95_high_s")),
-    samples="attention_{backend}_samples.parquet", since="attention")
+    samples="attention_{backend}_samples.parquet", since="attention",
+    roofline=Roofline(points=Hook("accelbench.stages.attention.roofline:points"),
+                      markers={"attention": ("D", "attention (SDPA) call, FlashAttention's FLOP count")}))
 
 PLUGIN = Stage(
     "attention",

@@ -9,8 +9,8 @@ drawer signature ``(plt, sns, tables, series)``:
   where that is missing) against the sequence length per kernel: the math kernel's grows with s², the fused
   kernels' with s.
 
-Points on the roofline: ``reporting.roofline`` places the matmul and AMP tables only (no generic hook for a
-table's points); the attention rows carry ``min_bytes`` and ``intensity_flop_per_byte`` for when it has one.
+Points on the roofline: the table's ``roofline`` declaration (``roofline.points``) places every trustworthy
+point by ``flops`` over ``min_bytes`` on the report's roofline figure, beside the matmul and AMP points.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 FIGURES = "accelbench.stages.matmul.figures"
@@ -32,7 +32,9 @@ PLUGIN = Stage(
               added_defaults={"shape_name": "", "gflop_per_j": None, "clock_ramp": None},
               # a matmul file from before shapes holds square points only, so its m and k are its n
               added_from={"m": "n", "k": "n"},
-              check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True),
+              check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True,
+              roofline=Roofline(points=Hook("accelbench.stages.matmul.roofline:points"), compute_roof=True,
+                                markers={"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes")})),
         Table("matmul_soak", "matmul_soak_{backend}.csv",
               cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
                    ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),

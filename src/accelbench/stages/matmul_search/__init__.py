@@ -2,7 +2,7 @@
 off by default: config matmul.search)."""
 
 from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
-from ...plugin import Hook, Resources, Section, Stage, Table
+from ...plugin import Hook, Resources, Roofline, Section, Stage, Table
 from ..matmul import STATUSES
 
 PLUGIN = Stage(
@@ -21,7 +21,9 @@ PLUGIN = Stage(
               numeric=("m", "n", "k", "flops", "evaluation", "threads", "median_s", "iqr_s", "ci95_low_s",
                        "ci95_high_s", "repeats", "tflops", "tflops_ci95_low", "tflops_ci95_high", "peak_tflops",
                        "pct_of_peak", "rel_error", "grid_points", "evaluated_shapes", "search_s", "budget_s"),
-              statuses=STATUSES, check=Hook("accelbench.stages.matmul_search.checks:check_search_points")),
+              statuses=STATUSES, check=Hook("accelbench.stages.matmul_search.checks:check_search_points"),
+              roofline=Roofline(points=Hook("accelbench.stages.matmul_search.roofline:points"), compute_roof=True,
+                                markers={"search": ("*", "search's best shape")})),
     ),
     sections=(Section("search", "Search", 30, context=Hook("accelbench.stages.matmul_search.report:context")),),
     resources=Resources(mem_mb=16000, runtime_min=60), method_version=1, checkpoint=True,

@@ -2,7 +2,7 @@
 (``measure.py``)."""
 
 from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, cols
-from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", *FAILURES)
 # the kernels (column ``kernel``): STREAM's copy and triad across sizes, and the launch-latency floor
@@ -25,7 +25,8 @@ PLUGIN = Stage(
               statuses=STATUSES, identity=("device_name", "kernel", "size_bytes"),
               compare=Compare(median="median_s", ci=("ci95_low_s", "ci95_high_s")),
               samples="membw_{backend}_samples.parquet",
-              check=Hook("accelbench.stages.membw.checks:check_membw_points")),
+              check=Hook("accelbench.stages.membw.checks:check_membw_points"),
+              roofline=Roofline(memory_roof=Hook("accelbench.stages.membw.roofline:device_roofs"))),
     ),
     figures=(Figure("membw", ("membw",), draw=Hook("accelbench.stages.membw.figures:fig_membw")),),
     sections=(Section("membw", "Memory", 40, context=Hook("accelbench.stages.membw.report:context")),),

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from . import KERNELS
-from ...reporting import roofline as R
+from .roofline import device_roofs
 from ...reporting import tables as S
 from ...reporting.plots import _bytes_label, _finish, _legend_below, _log2_axis, _message, _plain_log_y
 
@@ -26,7 +26,7 @@ def fig_membw(plt, sns, tables, series):
     if df is None or df.empty or "kernel" not in df.columns or not (
             df["kernel"].isin(KERNELS) & df["status"].isin(S.TRUSTED)).any():
         return _message(plt, title, "No memory bandwidth was measured (stage membw).")
-    roofs = R.device_roofs(df)
+    roofs = device_roofs(df)
     ok = S.with_series(df[df["kernel"].isin(KERNELS) & df["status"].isin(S.TRUSTED) & (df["gbps"] > 0)],
                        series)
     fig, ax = plt.subplots(figsize=(10.5, 5.0))

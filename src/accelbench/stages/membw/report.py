@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import KERNELS
-from ...reporting import roofline as R
+from .roofline import device_roofs
 from ...reporting import tables as S
 from ...reporting.html import _cell, _tflops_ci
 
@@ -16,7 +16,7 @@ def membw_tables(tables, series) -> dict:
     bw = tables.get("membw")
     if bw is None or bw.empty or "kernel" not in bw.columns:
         return {"devices": [], "points": []}
-    roofs = R.device_roofs(bw)
+    roofs = device_roofs(bw)
     bw = S.with_series(bw[bw["status"].astype(str) != "absent"], series)
     devices = []
     for label, g in bw.groupby("label", sort=False):
