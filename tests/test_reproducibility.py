@@ -51,7 +51,7 @@ PER_TICK = ("warmup", "telemetry_matmul", "telemetry_amp")
 # columns whose values come from a clock (or from the host's memory use) and so differ per run
 TIMING = re.compile(
     r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|_ci95_low|_ci95_high|samples_per_s|speedup.*|repeats|blocks"
-    r"|input_sets|peak_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls"
+    r"|input_sets|peak_mem_bytes|work_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls"
     r"|device_warmup_status"
     # what the device's sensors read while it ran (measure.telemetry): the machine's state, not the config's
     r"|clock_mhz.*|power_w.*|temp_c.*|util_pct.*|energy_j|gflop_per_j|samples_per_j|telemetry_samples|throttled"
