@@ -68,6 +68,20 @@ class Roofline:
 
 
 @dataclass(frozen=True)
+class Windows:
+    """A table whose rows are windows of time the telemetry sampler covered (``telemetry_start_unix_s`` to
+    ``telemetry_end_unix_s``): the telemetry figure shades them and the report counts the throttled ones.
+    ``kind`` names them on the time line, ``one``/``many`` in text, ``color`` their shade; ``what`` says which
+    window a row is, formatted with its columns (``"{dtype} n={n}"``)."""
+
+    kind: str
+    one: str
+    many: str
+    color: str
+    what: str
+
+
+@dataclass(frozen=True)
 class Table:
     """One tidy table: written per run and backend by its stage (``file``, with ``{backend}``), gathered over
     every run by ``accelbench aggregate`` into ``aggregate/<name>.csv``.
@@ -100,6 +114,8 @@ class Table:
     # aggregate's completeness check of one file: check(df, table, config, path, problems, run_id)
     check: Hook | None = None
     roofline: Roofline | None = None  # its part in the roofline (points, compute or memory roofs)
+    windows: Windows | None = None  # its rows are windows the telemetry sampler covered
+    telemetry_series: bool = False  # its rows are the sampler's readings (the telemetry figure's lines)
     reports_threads: bool = False  # its threads column is the run's thread count (the runs table shows it)
     stage: str = ""
 

@@ -69,8 +69,8 @@ CORE_AFTER = (
 )
 # Figures over several stages' tables (the device's telemetry over the run; the roofline of every ceiling).
 CORE_FIGURES = (
-    Figure("telemetry", ("telemetry_matmul", "telemetry_amp", "matmul", "matmul_soak", "amp_trials"),
-           draw=Hook("accelbench.reporting.plots:fig_telemetry")),
+    # its tables: the sampler's readings and the windows they cover (Table.telemetry_series, Table.windows)
+    Figure("telemetry", (), draw=Hook("accelbench.reporting.plots:fig_telemetry")),
     # its tables: those declaring a Table.roofline and what their points need (filled in by _collect)
     Figure("roofline", (), draw=Hook("accelbench.reporting.plots:fig_roofline")),
 )
@@ -98,8 +98,10 @@ def _collect(plugin_names: tuple[str, ...] = PLUGINS):
         for s in plugin.sections:
             sections[s.name] = dataclasses.replace(s, package=name)
     roofline = tuple(dict.fromkeys(n for name, t in tables.items() if t.roofline for n in (name, *t.roofline.needs)))
+    telemetry = (*(n for n, t in tables.items() if t.telemetry_series), *(n for n, t in tables.items() if t.windows))
+    inputs = {"roofline": roofline, "telemetry": telemetry}
     for f in CORE_FIGURES:
-        figures[f.name] = dataclasses.replace(f, tables=roofline) if f.name == "roofline" else f
+        figures[f.name] = dataclasses.replace(f, tables=inputs[f.name]) if f.name in inputs else f
     for s in CORE_SECTIONS:
         sections[s.name] = s
     for plugin in (*CORE_BEFORE, *plugins, *CORE_AFTER):

@@ -357,7 +357,7 @@ def telemetry_section(tables, series) -> dict:
     for n in S.sensor_notes(tables["devices"]):
         label, color = labels.get((n["run_id"], n["device"]), (f"{n['run_id']} · {n['device']}", None))
         notes.append({**n, "label": label, "color": color})
-    ramps = {(r["run_id"], r["device"]): r for _, r in S.clock_ramp_counts(tables["matmul"]).iterrows()}
+    ramps = {(r["run_id"], r["device"]): r for _, r in S.clock_ramp_counts(tables).iterrows()}
     warnings = []
     throttle = S.throttle_warnings(tables)
     seen = set()
@@ -365,9 +365,8 @@ def telemetry_section(tables, series) -> dict:
         key = (w["run_id"], w["device"])
         seen.add(key)
         label, color = labels.get(key, (f"{w['run_id']} · {w['device']}", None))
-        parts = [f"{w[f'{kind}_throttled']}/{w[f'{kind}_known']} {what}"
-                 for kind, what in (("matmul", "matmul points"), ("soak", "soak intervals"), ("amp", "AMP trials"))
-                 if w[f"{kind}_throttled"]]
+        parts = [f"{w[f'{d.kind}_throttled']}/{w[f'{d.kind}_known']} {d.many}"
+                 for d in S.window_kinds().values() if w[f"{d.kind}_throttled"]]
         text = f"throttled in {', '.join(parts)} ({w['reasons'] or 'reason not given'})"
         ramp = ramps.get(key)
         if ramp is not None and ramp["ramp"]:
@@ -379,7 +378,7 @@ def telemetry_section(tables, series) -> dict:
             continue
         label, color = labels.get(key, (f"{key[0]} · {key[1]}", None))
         warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
-                         "text": f"{ramp['ramp']}/{ramp['known']} matmul points measured before the clock settled "
+                         "text": f"{ramp['ramp']}/{ramp['known']} {ramp['what']} measured before the clock settled "
                                  "(flag clock_ramp)"})
     soak = []
     for _, r in S.soak_summary(tables.get("matmul_soak")).iterrows():

@@ -159,14 +159,12 @@ def _flag_handles(statuses):
 
 # ---- telemetry (measure.telemetry) --------------------------------------------------------------------
 
-WINDOW_STYLE = {"matmul": ("#4c72b0", "matmul point"), "soak": ("#8172b3", "soak interval"),
-                "amp": ("#55a868", "AMP trial")}
 STRIP_PANELS = (("clock_mhz", "clock (MHz)"), ("power_w", "power (W)"), ("temp_c", "temperature (°C)"))
 
 
 def telemetry_series(tables: dict) -> pd.DataFrame:
     """Every reading of every device (both stages' series), sorted by time, readings only."""
-    parts = [tables.get(name) for name in ("telemetry_matmul", "telemetry_amp")]
+    parts = [tables.get(name) for name, t in registry.TABLES.items() if t.telemetry_series]
     parts = [p for p in parts if p is not None and not p.empty and "time_unix_s" in p.columns]
     if not parts:
         return pd.DataFrame()
@@ -195,6 +193,7 @@ def fig_telemetry(plt, sns, tables, series):
         return _message(plt, title, "No telemetry was recorded: telemetry.hz is 0, no device had a sensor, or the\n"
                                     "runs predate telemetry (see the Telemetry section).")
     windows = S.telemetry_windows(tables)
+    style = {w.kind: (w.color, w.one) for w in S.window_kinds().values()}  # the stages' Windows declarations
     keys = [(r["run_id"], r["device"], r["label"], r["color"]) for _, r in series.iterrows()
             if ((data["run_id"] == r["run_id"]) & (data["device"] == r["device"])).any()]
     nrows = 3 * len(keys)
@@ -211,7 +210,7 @@ def fig_telemetry(plt, sns, tables, series):
             for _, win in w.iterrows():
                 lo, hi = win["start_unix_s"] - t0, win["end_unix_s"] - t0
                 red = S.as_bool(win["throttled"]) is True
-                ax.axvspan(lo, hi, facecolor="#c44e52" if red else WINDOW_STYLE[win["kind"]][0],
+                ax.axvspan(lo, hi, facecolor="#c44e52" if red else style[win["kind"]][0],
                            alpha=0.35 if red else 0.12, edgecolor="white", lw=0.8)  # white edge: where points meet
                 if j == 0 and S.as_bool(win["clock_ramp"]) is True:
                     ax.plot([(lo + hi) / 2], [1.0], marker="v", color="#dd8452", ms=6, transform=ax.get_xaxis_transform(),
@@ -235,9 +234,9 @@ def fig_telemetry(plt, sns, tables, series):
                 ax.set_xticklabels([])
             else:
                 ax.set_xlabel("seconds since the device's first reading in the run", fontsize=8)
-    handles = [Patch(color=c, alpha=0.3) for c, _ in WINDOW_STYLE.values()] + [
+    handles = [Patch(color=c, alpha=0.3) for c, _ in style.values()] + [
         Patch(color="#c44e52", alpha=0.5), Line2D([0], [0], ls="", marker="v", color="#dd8452")]
-    labels = [lab for _, lab in WINDOW_STYLE.values()] + ["throttled", "clock not settled (clock_ramp)"]
+    labels = [lab for _, lab in style.values()] + ["throttled", "clock not settled (clock_ramp)"]
     _legend_below(fig, handles, labels, ncol=5)
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     _finish(fig, 1)

@@ -277,14 +277,31 @@ def _num(df: pd.DataFrame, col: str) -> pd.Series:
     return pd.to_numeric(df[col], errors="coerce") if col in df.columns else pd.Series(float("nan"), index=df.index)
 
 
+def window_kinds() -> dict:
+    """Each table whose rows are telemetry windows -> its ``Windows`` declaration (registry order)."""
+    return {name: t.windows for name, t in registry.TABLES.items() if t.windows is not None}
+
+
+def _what(template: str, row: dict) -> str:
+    """A window's label: ``template`` formatted with the row's values (whole numbers without a decimal point)."""
+    def plain(v):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return "" if v is None else str(v)
+        return "" if f != f else (str(int(f)) if f.is_integer() else str(v))
+    return template.format(**{k: plain(v) for k, v in row.items()})
+
+
 def telemetry_windows(tables: dict) -> pd.DataFrame:
-    """Every sampled window on a time line: matmul points (``kind`` matmul), soak intervals (soak) and AMP
-    trials (amp), with run_id, device, what it was (``what``), start/end on the wall clock, throttled,
-    throttle_reasons and clock_ramp. Rows without a window (telemetry off, files from before it) are left out."""
+    """Every sampled window on a time line, from the tables declaring ``windows`` (``kind``: the matmul points,
+    the soak intervals, the AMP trials), with run_id, device, what it was (``what``), start/end on the wall
+    clock, throttled, throttle_reasons and clock_ramp. Rows without a window (telemetry off, files from before
+    it) are left out."""
     cols = ["run_id", "device", "kind", "what", "start_unix_s", "end_unix_s", "throttled", "throttle_reasons",
             "clock_ramp"]
     parts = []
-    for kind, name in (("matmul", "matmul"), ("soak", "matmul_soak"), ("amp", "amp_trials")):
+    for name, w in window_kinds().items():
         df = tables.get(name)
         if df is None or df.empty or "telemetry_start_unix_s" not in df.columns:
             continue
@@ -293,14 +310,9 @@ def telemetry_windows(tables: dict) -> pd.DataFrame:
         if not keep.any():
             continue
         d = df[keep]
-        if kind == "amp":
-            what = d["workload"].astype(str) + " " + d["mode"].astype(str) + " seed " + d["seed"].astype(str)
-        else:
-            what = d["dtype"].astype(str) + " n=" + _num(d, "n").map(lambda v: "" if v != v else str(int(v)))
-            if kind == "soak":
-                what = "soak " + what
+        what = [_what(w.what, r) for r in d.to_dict("records")]
         parts.append(pd.DataFrame({
-            "run_id": d["run_id"].astype(str), "device": d["device"].astype(str), "kind": kind, "what": what,
+            "run_id": d["run_id"].astype(str), "device": d["device"].astype(str), "kind": w.kind, "what": what,
             "start_unix_s": start[keep], "end_unix_s": end[keep],
             "throttled": d["throttled"].map(as_bool) if "throttled" in d.columns else None,
             "throttle_reasons": d.get("throttle_reasons"),
@@ -311,10 +323,10 @@ def telemetry_windows(tables: dict) -> pd.DataFrame:
 
 
 def throttle_warnings(tables: dict) -> pd.DataFrame:
-    """Per (run_id, device) that throttled anywhere: how many matmul points, soak intervals and AMP trials
-    carried a throttling reason, out of how many with a throttle reading, and which reasons."""
-    cols = ["run_id", "device", "matmul_throttled", "matmul_known", "soak_throttled", "soak_known",
-            "amp_throttled", "amp_known", "reasons"]
+    """Per (run_id, device) that throttled anywhere: how many windows of each kind (``<kind>_throttled``)
+    carried a throttling reason, out of how many with a throttle reading (``<kind>_known``), and which reasons."""
+    kinds = [w.kind for w in window_kinds().values()]
+    cols = ["run_id", "device", *(f"{k}_{c}" for k in kinds for c in ("throttled", "known")), "reasons"]
     w = telemetry_windows(tables)
     if w.empty:
         return pd.DataFrame(columns=cols)
@@ -326,26 +338,27 @@ def throttle_warnings(tables: dict) -> pd.DataFrame:
             continue
         reasons = sorted({r for text in hit["throttle_reasons"].dropna().astype(str) for r in text.split(";") if r})
         row = {"run_id": run_id, "device": device, "reasons": ", ".join(reasons)}
-        for kind in ("matmul", "soak", "amp"):
+        for kind in kinds:
             row[f"{kind}_throttled"] = int((hit["kind"] == kind).sum())
             row[f"{kind}_known"] = int((known["kind"] == kind).sum())
         out.append(row)
     return pd.DataFrame(out, columns=cols)
 
 
-def clock_ramp_counts(matmul: pd.DataFrame) -> pd.DataFrame:
-    """Per (run_id, device): matmul points measured before the clock settled (``clock_ramp``), of those
-    for which it could be told."""
-    cols = ["run_id", "device", "ramp", "known"]
-    if matmul is None or matmul.empty or "clock_ramp" not in matmul.columns:
-        return pd.DataFrame(columns=cols)
-    ramp = matmul["clock_ramp"].map(as_bool)
-    df = matmul.assign(_ramp=ramp)[ramp.notna()]
+def clock_ramp_counts(tables: dict) -> pd.DataFrame:
+    """Per (run_id, device): windows measured before the clock settled (``clock_ramp``), of those for which it
+    could be told (the tables that carry the flag: the matmul points); ``what``: their kinds' names."""
+    cols = ["run_id", "device", "ramp", "known", "what"]
+    w = telemetry_windows(tables)
+    df = w[w["clock_ramp"].notna()] if not w.empty else w
     if df.empty:
         return pd.DataFrame(columns=cols)
-    g = df.groupby([df["run_id"].astype(str), df["device"].astype(str)])["_ramp"]
-    out = pd.DataFrame({"ramp": g.sum().astype(int), "known": g.size()}).reset_index()
-    return out.rename(columns={"level_0": "run_id", "level_1": "device"})[cols]
+    many = {d.kind: d.many for d in window_kinds().values()}
+    out = []
+    for (run_id, device), g in df.groupby(["run_id", "device"], sort=True):
+        out.append({"run_id": run_id, "device": device, "ramp": int((g["clock_ramp"] == True).sum()),  # noqa: E712
+                    "known": len(g), "what": ", ".join(many[k] for k in dict.fromkeys(g["kind"]))})
+    return pd.DataFrame(out, columns=cols)
 
 
 def sensor_notes(devices: pd.DataFrame) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from ...columns import (DEVICE, DEVICE_WARMUP, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table, Windows
 
 FIGURES = "accelbench.stages.amp.figures"
 CHECK = Hook("accelbench.stages.amp.checks:check_amp_points")
@@ -27,7 +27,8 @@ PLUGIN = Stage(
               identity=("device_name", "workload", "mode", "seed"), compare=Compare(median="step_median_s"),
               samples="amp_{backend}_samples.parquet", added_defaults={"samples_per_j": None}, check=CHECK,
               roofline=Roofline(points=Hook("accelbench.stages.amp.roofline:points"), needs=("runs",),
-                                markers={"amp": ("^", "AMP / FP32 training step (GEMMs)")})),
+                                markers={"amp": ("^", "AMP / FP32 training step (GEMMs)")}),
+              windows=Windows("amp", "AMP trial", "AMP trials", "#55a868", "{workload} {mode} seed {seed}")),
         Table("amp_summary", "amp_{backend}_summary.csv",
               cols(PROVENANCE, DEVICE, (
                   "workload", "mode", "baseline", "trials", "step_s_mean", "speedup", "speedup_ci95_low",
@@ -38,7 +39,7 @@ PLUGIN = Stage(
                        "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high"), check=CHECK),
         Table("telemetry_amp", "telemetry_amp_{backend}.csv",
               cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
-              since="telemetry"),
+              since="telemetry", telemetry_series=True),
     ),
     figures=(
         Figure("amp_step_time", ("amp_trials", "amp_summary"), draw=Hook(f"{FIGURES}:fig_amp_step_time")),

@@ -3,7 +3,7 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table, Windows
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 FIGURES = "accelbench.stages.matmul.figures"
@@ -34,16 +34,18 @@ PLUGIN = Stage(
               added_from={"m": "n", "k": "n"},
               check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True,
               roofline=Roofline(points=Hook("accelbench.stages.matmul.roofline:points"), compute_roof=True,
-                                markers={"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes")})),
+                                markers={"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes")}),
+              windows=Windows("matmul", "matmul point", "matmul points", "#4c72b0", "{dtype} n={n}")),
         Table("matmul_soak", "matmul_soak_{backend}.csv",
               cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
                    ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
               extra=("status_detail",) + TELEMETRY_EXTRA,
               numeric=("n", "interval", "t_s", "interval_s", "calls", "tflops", "gflop_per_j") + TELEMETRY_NUMERIC,
-              since="telemetry", added_defaults={"gflop_per_j": None}),
+              since="telemetry", added_defaults={"gflop_per_j": None},
+              windows=Windows("soak", "soak interval", "soak intervals", "#8172b3", "soak {dtype} n={n}")),
         Table("telemetry_matmul", "telemetry_matmul_{backend}.csv",
               cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
-              since="telemetry"),
+              since="telemetry", telemetry_series=True),
     ),
     figures=(
         Figure("matmul_tflops", ("matmul",), draw=Hook(f"{FIGURES}:fig_matmul_tflops")),
