@@ -227,6 +227,10 @@ class Stage:
     # the stage's rules between config keys a schema cannot say: check(config) on the defaults-filled config,
     # raising run.config.ConfigError with one line naming the key (run.config.check_cross_keys calls it)
     config_check: Hook | None = None
+    # roles a stage can play for the others: its config warms every device before any stage measures it
+    # (stages.common.StageContext.warm); its config's peak_tflops overrides the devices' compute peaks (detect)
+    warms_devices: bool = False
+    peak_overrides: bool = False
 
     @property
     def module(self) -> str:

@@ -112,6 +112,9 @@ def _collect(plugin_names: tuple[str, ...] = PLUGINS):
 
 STAGES, TABLES, FIGURES, SECTIONS = _collect()
 DEVICE_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES.values() if s.kind == "device")
+# the stage whose config warms every device before it is measured, and the one whose peak_tflops overrides peaks
+WARMUP: Stage = next(s for s in DEVICE_STAGES if s.warms_devices)
+PEAK_OVERRIDES: Stage = next(s for s in DEVICE_STAGES if s.peak_overrides)
 # the tables written per run (the others are made by aggregate from run.json and devices.json)
 RUN_TABLES = tuple(name for name, t in TABLES.items() if t.file)
 # Documented columns added after files without them were written, and the value such files mean (every table's).

@@ -71,7 +71,7 @@ class StageStart:
     def warm(self, device: str, log=print) -> DeviceWarmup:
         """Warm ``device`` in this process (the warm-up stage's stability rule) before measuring it, once."""
         if device not in self.warmups:
-            w = warm_device(self.backend, device, self.config["warmup"], seed=self.config.get("seed", 0))
+            w = warm_device(self.backend, device, self.config[registry.WARMUP.config_key], seed=self.config.get("seed", 0))
             self.warmups[device] = w
             log(f"{self.stage} {w.describe(device)}")
         return self.warmups[device]

@@ -19,7 +19,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Callable
 
-from .. import __version__, backends
+from .. import __version__, backends, registry
 from ..backends import DTYPES
 from ..measure import telemetry as tm
 from ..run.io import atomic_write_json
@@ -53,7 +53,7 @@ def detect(run_info: dict, torch=None, *, probes: dict[str, Callable[[], dict]] 
     ``torch`` replaces the real module and ``probes`` the per-backend probes ({backend: () -> entry}) in tests.
     """
     config = run_info.get("config") or {}
-    overrides = (config.get("matmul") or {}).get("peak_tflops") or {}
+    overrides = (config.get(registry.PEAK_OVERRIDES.config_key) or {}).get("peak_tflops") or {}
     cpu_threads = config.get("cpu_threads") or None
     hz = float((config.get("telemetry") or {}).get("hz", tm.DEFAULT_HZ))
     objects = {name: backends.get(name, torch=torch) for name in backends.NAMES}

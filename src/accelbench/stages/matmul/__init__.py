@@ -76,5 +76,5 @@ PLUGIN = Stage(
                    "n": {"min": 1024, "max": 8192, "step": 512}, "k": {"min": 1024, "max": 16384, "step": 1024},
                    "budget_s": 10.0},  # the 60 s search is bench/search_quality.py's
     },
-    config_key="matmul", resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
+    config_key="matmul", peak_overrides=True, resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
 )

@@ -18,5 +18,5 @@ PLUGIN = Stage(
     figures=(Figure("warmup", ("warmup",), draw=Hook("accelbench.stages.warmup.figures:fig_warmup")),),
     sections=(Section("warmup", "Warm-up", 60, context=Hook("accelbench.stages.warmup.report:context")),),
     config_check=Hook("accelbench.stages.warmup.config_check:check"),
-    config_key="warmup", resources=Resources(mem_mb=4000, runtime_min=15), method_version=1,
+    config_key="warmup", warms_devices=True, resources=Resources(mem_mb=4000, runtime_min=15), method_version=1,
 )
