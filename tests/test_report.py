@@ -251,7 +251,7 @@ def test_absent_backend_and_missing_figures(tmp_path):
 def test_amp_verdicts_are_three_state(faster, parity, speed_word, parity_words, css):
     """faster / accuracy_parity are yes, no or inconclusive: an interval that straddles the line must
     never be shown as a loss (or a gain)."""
-    from accelbench.reporting.html import summary_amp
+    from accelbench.stages.amp.summary import summary_amp
 
     row = {"run_id": "r", "host": "h", "backend": "cpu", "device": "cpu", "device_name": "CPU X",
            "workload": "mlp", "mode": "amp_bf16", "baseline": "fp32", "trials": 3, "speedup": 0.9,

@@ -183,6 +183,19 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Summary:
+    """A stage's part of the report's summary (at the top of the page): ``context(tables, series, ctx) -> dict``
+    its variables (merged into the report's context in ``order``, before the sections'; a later part may refine
+    an earlier one's, as the search fills its best shapes into the matmul table); ``headline(ctx, device) ->
+    [(rank, clause)]``: its clauses of the device's one-sentence headline (``device``: a series row), sorted by
+    rank over every stage."""
+
+    context: Hook
+    headline: Hook | None = None
+    order: int = 50
+
+
+@dataclass(frozen=True)
 class Resources:
     """What a stage's job asks for. ``gpu``: one device of the backend when the backend class says it is an
     accelerator (profiles never name backends); ``whole_node``: every device of a node (config
@@ -231,6 +244,7 @@ class Stage:
     # (stages.common.StageContext.warm); its config's peak_tflops overrides the devices' compute peaks (detect)
     warms_devices: bool = False
     peak_overrides: bool = False
+    summary: Summary | None = None  # its part of the report's summary (top of the page)
 
     @property
     def module(self) -> str:

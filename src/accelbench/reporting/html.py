@@ -100,137 +100,19 @@ def _tflops_ci(lo, hi) -> str:
     return "" if lo != lo or hi != hi else f"{S.fmt_num(lo)}–{S.fmt_num(hi)}"
 
 
-def summary_best(tables, series) -> dict:
-    best = S.best_tflops(tables["matmul"])
-    measured_any = S.measured(S.square_points(tables["matmul"]))
-    searched = S.best_search(tables.get("matmul_search"))
-    dtypes = S.dtype_sorted((list(measured_any["dtype"]) if not measured_any.empty else [])
-                            + list(searched["dtype"]))
-    rows = []
-    for _, s in series.iterrows():
-        b = best[(best["run_id"] == s["run_id"]) & (best["device"] == s["device"])]
-        m = measured_any[(measured_any["run_id"] == s["run_id"]) & (measured_any["device"] == s["device"])] \
-            if not measured_any.empty else measured_any
-        found = searched[(searched["run_id"] == s["run_id"]) & (searched["device"] == s["device"])]
-        if b.empty and m.empty and found.empty:
-            continue
-        cells = []
-        for dtype in dtypes:
-            r = b[b["dtype"] == dtype]
-            f = found[found["dtype"] == dtype]
-            search = None
-            if not f.empty:
-                f = f.iloc[0]
-                search = {"tflops": float(f["tflops"]), "tflops_text": S.fmt_num(f["tflops"]),
-                          "shape": _shape_text(f["m"], f["n"], f["k"]),
-                          "ci": _tflops_ci(f["tflops_ci95_low"], f["tflops_ci95_high"])}
-            if r.empty:
-                cells.append({"dtype": dtype, "tflops": None, "search": search})
-                continue
-            r = r.iloc[0]
-            cells.append({"dtype": dtype, "tflops": float(r["tflops"]), "tflops_text": S.fmt_num(r["tflops"]),
-                          "pct": None if r["pct_of_peak"] != r["pct_of_peak"] else float(r["pct_of_peak"]),
-                          "pct_text": S.fmt_num(r["pct_of_peak"], 2) if r["pct_of_peak"] == r["pct_of_peak"] else "",
-                          "peak": r["peak_tflops"], "n": int(r["n"]), "status": r["status"], "search": search})
-        rows.append({"label": s["label"], "device_label": s["device_label"], "color": s["color"],
-                     "run_id": s["run_id"], "backend": s["backend"], "device": s["device"],
-                     "device_name": s["device_name"], "cells": cells})
-    return {"dtypes": dtypes, "dtype_labels": [S.DTYPE_LABEL.get(d, d) for d in dtypes], "rows": rows}
-
-
-def summary_speedup(tables, series) -> dict:
-    sp = S.cpu_speedup(tables["matmul"])
-    accel = S.accelerator_devices(tables["matmul"])
-    blocks = []
-    for _, s in series.iterrows():
-        g = sp[(sp["run_id"] == s["run_id"]) & (sp["device"] == s["device"])]
-        if g.empty:
-            continue
-        sizes = sorted(set(int(n) for n in g["n"]))
-        rows = []
-        for dtype in S.dtype_sorted(g["dtype"]):
-            d = g[g["dtype"] == dtype]
-            cells = []
-            for n in sizes:
-                r = d[d["n"] == n]
-                v = float(r["speedup"].iloc[0]) if not r.empty else None
-                cells.append({"n": n, "value": v, "text": "—" if v is None else S.fmt_num(v, 3) + "×"})
-            rows.append({"dtype": dtype, "dtype_label": S.DTYPE_LABEL.get(dtype, dtype), "cells": cells})
-        blocks.append({"label": s["label"], "device_label": s["device_label"], "color": s["color"],
-                       "run_id": s["run_id"], "device": s["device"],
-                       "baseline": g["baseline_device"].iloc[0], "sizes": sizes, "rows": rows})
-    return {"blocks": blocks, "any_accelerator": not accel.empty}
-
-
-def summary_amp(tables, series) -> list[dict]:
-    amp = S.amp_verdicts(tables["amp_summary"])
+def headlines(ctx: dict, series) -> list[dict]:
+    """One sentence per accelerator (or per CPU when no accelerator was measured): the clauses each stage's
+    ``Summary.headline(ctx, device)`` gives for that device (peak TFLOP/s, the search's best, the speedup over the
+    CPU, AMP), in their rank order."""
+    stages = [s for s in registry.STAGES.values() if s.summary is not None and s.summary.headline is not None]
     out = []
-    if amp.empty:
-        return out
-    amp = S.with_series(amp, series)
-    order = {lab: i for i, lab in enumerate(series["label"])}
-    amp = amp.assign(_o=amp["label"].map(order)).sort_values(["_o", "workload", "mode"], kind="stable")
-    previous = None
-    for _, r in amp.iterrows():
-        # faster / accuracy_parity are tri-state: yes, no, inconclusive (the CI straddles the line)
-        faster, parity = S.as_bool(r["faster"]), S.as_bool(r["accuracy_parity"])
-        verdict_class = "good" if faster and parity else ("bad" if parity is False else "meh")
-        speed = {True: "faster", False: "slower", None: "no clear difference"}[faster]
-        short = speed + {True: " · accuracy parity", False: " · accuracy lost",
-                         None: " · accuracy parity inconclusive"}[parity]
-        icon = "✗" if parity is False else {"faster": "✓", "slower": "▼"}.get(speed, "≈")
-        out.append({
-            "label": r["label"], "device_label": r["device_label"], "color": r["color"], "run_id": r["run_id"],
-            "device": r["device"], "first_of_device": r["label"] != previous, "verdict_short": short, "verdict_icon": icon,
-            "workload": r["workload"], "mode": r["mode"], "speedup": r["speedup"],
-            "speedup_text": S.fmt_num(r["speedup"], 3) + "×" if r["speedup"] == r["speedup"] else "—",
-            "speedup_ci": f"{S.fmt_num(r['speedup_ci95_low'], 3)}–{S.fmt_num(r['speedup_ci95_high'], 3)}",
-            "acc_diff_text": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.1f} pp",
-            "acc_ci": ("" if r["acc_diff_ci95_low"] != r["acc_diff_ci95_low"] else
-                       f"{r['acc_diff_ci95_low'] * 100:+.1f} to {r['acc_diff_ci95_high'] * 100:+.1f} pp"),
-            "faster": faster, "parity": parity, "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
-            "verdict_class": verdict_class, "trials": r["trials"],
-        })
-        previous = r["label"]
-    return out
-
-
-def headlines(best: dict, speedup: dict, amp: list[dict]) -> list[dict]:
-    """One sentence per accelerator (or per CPU when no accelerator was measured)."""
-    out = []
-    accel_rows = [r for r in best["rows"] if backends.is_accelerator(r["backend"])]
-    for r in accel_rows or best["rows"]:
-        cells = [c for c in r["cells"] if c["tflops"] is not None]
-        if not cells:
-            continue
-        top = max(cells, key=lambda c: c["tflops"])
-        parts = [f"peaks at {top['tflops_text']} TFLOP/s in {S.DTYPE_LABEL.get(top['dtype'], top['dtype'])}"
-                 + (f" ({top['pct_text']}% of peak)" if top.get("pct_text") else "")]
-        searched = [c for c in r["cells"] if c.get("search")]
-        if searched:
-            c = max(searched, key=lambda c: c["search"]["tflops"])
-            parts.append(f"the shape search reached {c['search']['tflops_text']} TFLOP/s in "
-                         f"{S.DTYPE_LABEL.get(c['dtype'], c['dtype'])} at {c['search']['shape']}")
-        for b in speedup["blocks"]:
-            if b["run_id"] == r["run_id"] and b["device"] == r["device"]:
-                fp = [row for row in b["rows"] if row["dtype"] == "float32"] or b["rows"][:1]
-                if fp:
-                    last = [c for c in fp[0]["cells"] if c["value"] is not None]
-                    if last:
-                        parts.append(f"{last[-1]['text']} the {b['baseline']} in {fp[0]['dtype_label']} at "
-                                     f"n={last[-1]['n']}")
-        a = [x for x in amp if x["run_id"] == r["run_id"] and x["device"] == r["device"]
-             and str(x["mode"]).startswith("amp")]
-        if a:
-            sp = [x["speedup"] for x in a if x["speedup"] == x["speedup"]]
-            ok = all(x["parity"] for x in a)
-            if sp:
-                lo, hi = f"{min(sp):.2f}", f"{max(sp):.2f}"
-                parts.append(f"AMP trains at {lo}× FP32 speed" if lo == hi else
-                             f"AMP trains at {lo}–{hi}× FP32 speed")
-                parts[-1] += ", accuracy parity" if ok else ", accuracy NOT at parity"
-        out.append({"label": r["label"], "color": r["color"], "text": "; ".join(parts)})
-    return out
+    for _, r in series.iterrows():
+        clauses = sorted(c for s in stages for c in s.summary.headline.load()(ctx, r))
+        if clauses:
+            out.append({"label": r["label"], "color": r["color"], "text": "; ".join(t for _, t in clauses),
+                        "accelerator": backends.is_accelerator(r["backend"])})
+    accel = [h for h in out if h["accelerator"]]
+    return accel or out
 
 
 def _info_value(key: str, value) -> str:
@@ -500,9 +382,6 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         if uri is None:
             missing_figures.append(str(plots_dir / f"{name}.png"))
         figures[name] = {"uri": uri, "name": name, **caption(captions_dir, name)}
-    best = summary_best(tables, series)
-    speedup = summary_speedup(tables, series)
-    amp = summary_amp(tables, series)
     ctx = {
         "version": __version__,
         "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -514,10 +393,6 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "n_runs": len(tables["runs"]),
         "multi_run": len(tables["runs"]) > 1,
         "series": _records(series),
-        "best": best,
-        "speedup": speedup,
-        "amp": amp,
-        "headlines": headlines(best, speedup, amp),
         "env": runs_side_by_side(tables, series),
         "run_overview": run_overview(tables, series, manifest),
         "figures": figures,
@@ -531,6 +406,11 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "comparison": comparison_context(comparison, captions_dir),
         "verdict_colors": VERDICT_COLORS,
     }
+    # the summary's variables from the stages that declare a part of it (Stage.summary, in its order), then its
+    # headline sentences from their clauses
+    for stage in sorted((s for s in registry.STAGES.values() if s.summary), key=lambda s: s.summary.order):
+        ctx.update(stage.summary.context.load()(tables, series, ctx))
+    ctx["headlines"] = headlines(ctx, series)
     # every section's variables, from its declaration's context hook (registry.SECTIONS, in page order)
     sections = []
     for section in registry.SECTIONS.values():

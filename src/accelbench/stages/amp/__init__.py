@@ -2,7 +2,7 @@
 
 from ...columns import (DEVICE, DEVICE_WARMUP, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table, Windows
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
 
 FIGURES = "accelbench.stages.amp.figures"
 CHECK = Hook("accelbench.stages.amp.checks:check_amp_points")
@@ -52,4 +52,6 @@ PLUGIN = Stage(
                "batch_size": 1024, "mlp": {"hidden": 4096, "layers": 4},
                "transformer": {"d_model": 512, "n_heads": 8, "ff": 2048, "seq_len": 128, "layers": 2}},
     config_key="amp", resources=Resources(mem_mb=8000, runtime_min=60), method_version=2, checkpoint=True,
+    summary=Summary(context=Hook("accelbench.stages.amp.summary:context"),
+                    headline=Hook("accelbench.stages.amp.summary:headline"), order=40),
 )

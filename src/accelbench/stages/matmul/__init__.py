@@ -3,7 +3,7 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table, Windows
+from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 FIGURES = "accelbench.stages.matmul.figures"
@@ -77,4 +77,6 @@ PLUGIN = Stage(
                    "budget_s": 10.0},  # the 60 s search is bench/search_quality.py's
     },
     config_key="matmul", peak_overrides=True, resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
+    summary=Summary(context=Hook("accelbench.stages.matmul.summary:context"),
+                    headline=Hook("accelbench.stages.matmul.summary:headline"), order=10),
 )

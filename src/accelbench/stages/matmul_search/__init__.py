@@ -2,7 +2,7 @@
 off by default: config matmul.search)."""
 
 from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
-from ...plugin import Hook, Resources, Roofline, Section, Stage, Table
+from ...plugin import Hook, Resources, Roofline, Section, Stage, Summary, Table
 from ..matmul import STATUSES
 
 PLUGIN = Stage(
@@ -28,4 +28,6 @@ PLUGIN = Stage(
     sections=(Section("search", "Search", 30, context=Hook("accelbench.stages.matmul_search.report:context")),),
     resources=Resources(mem_mb=16000, runtime_min=60), method_version=1, checkpoint=True,
     since_config_key="matmul.search",
+    summary=Summary(context=Hook("accelbench.stages.matmul_search.summary:context"),
+                    headline=Hook("accelbench.stages.matmul_search.summary:headline"), order=20),
 )
