@@ -254,7 +254,6 @@ CROSS_STAGE_READERS = {
     "src/accelbench/reporting/html.py": "the summary section, the soak in the telemetry section, compare's AMP rows",
     "src/accelbench/reporting/plots.py": "the comparison figure's matmul panels (accelbench compare)",
     "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
-    "src/accelbench/reporting/references.py": "published matmul figures",
     "workflow/rules/compare.smk": "the AMP comparison file",
     "bench/compare_power.py": "a benchmark of the matmul stage",
     "bench/run_to_run_spread.py": "a benchmark of the matmul stage",

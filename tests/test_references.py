@@ -1,4 +1,4 @@
-"""Published reference figures (``accelbench/data/references.yaml``, ``reporting.references``): every figure cited
+"""Published reference figures (``accelbench/data/references.yaml``, ``stages.matmul.references``): every figure cited
 with its source and conditions, matched to the right device names (and not to their look-alikes), and the
 sentence the report and ``accelbench compare --against references`` print, with the conditions that differ."""
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from accelbench.reporting import references as refs
+from accelbench.stages.matmul import references as refs
 
 DOC = yaml.safe_load(refs.resources.files("accelbench").joinpath("data", refs.PATH).read_text())
 

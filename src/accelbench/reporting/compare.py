@@ -21,7 +21,7 @@ Output: a compact table on stdout, regressions first; ``<results>/compare/<basel
 corrupt or truncated CSV or sample file, no matched point): one line naming the run or file, nothing written.
 
 ``--against references`` adds (or, with one run, gives only) how the run's best matmul throughput compares
-with the published figures shipped in ``accelbench/data/references.yaml`` (``reporting.references``).
+with the published figures shipped in ``accelbench/data/references.yaml`` (``stages.matmul.references``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
 from ..measure.paired import paired_diff_ci, speedup_ci
 from ..stages.amp.stats import BASELINE as AMP_BASELINE
-from . import references as refs
+from ..stages.matmul import references as refs
 from .aggregate import Problems, read_checked_csv
 
 # The default noise floor: docs/comparing.md says how it was chosen from bench/run_to_run_spread.py.

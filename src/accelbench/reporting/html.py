@@ -39,7 +39,6 @@ from ..run.io import atomic_write_text
 from ..run.provenance import CHECKOUT
 from . import roofline as R
 from . import compare as C
-from . import references as refs
 from . import tables as S
 
 def caption(captions_dir: Path | None, name: str) -> dict:
@@ -303,18 +302,6 @@ def roofline_tables(points: pd.DataFrame, series) -> dict:
     return {"counts": counts, "highlights": highlights, "all": rows}
 
 
-def reference_summary(tables) -> list[dict]:
-    """Per run, device and dtype with a published figure (``reporting.references``): its sentence."""
-    out = []
-    runs = tables["runs"]
-    for run_id, mm in (tables["matmul"].groupby("run_id") if not tables["matmul"].empty else []):
-        r = runs[runs["run_id"].astype(str) == str(run_id)] if not runs.empty else runs
-        torch_version = str(r["torch_version"].iloc[0]) if len(r) and r["torch_version"].iloc[0] == r["torch_version"].iloc[0] else ""
-        env = json.loads(r["env_json"].iloc[0]) if len(r) and isinstance(r["env_json"].iloc[0], str) else {}
-        out += refs.reference_lines(mm, torch_version=torch_version, env=env)
-    return out
-
-
 def _pct_text(value) -> str:
     return "—" if value is None or value != value else f"{value:+.1f}%".replace("-", "−")
 
@@ -402,7 +389,6 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "roofline_points": R.roofline_points(tables),
         "launch_factor": R.LAUNCH_FACTOR,
         "files_read": manifest.get("files_read", []),
-        "references": reference_summary(tables),
         "comparison": comparison_context(comparison, captions_dir),
         "verdict_colors": VERDICT_COLORS,
     }

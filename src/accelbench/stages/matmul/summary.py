@@ -3,7 +3,10 @@ its % of peak and size), the speedup over the CPU of the same run, and their cla
 
 from __future__ import annotations
 
+import json
+
 from ...reporting import tables as S
+from . import references as refs
 
 
 def summary_best(tables, series) -> dict:
@@ -62,8 +65,22 @@ def summary_speedup(tables, series) -> dict:
     return {"blocks": blocks, "any_accelerator": not accel.empty}
 
 
+def reference_summary(tables) -> list[dict]:
+    """Per run, device and dtype with a published figure (``references``): its sentence."""
+    out = []
+    runs = tables["runs"]
+    for run_id, mm in (tables["matmul"].groupby("run_id") if not tables["matmul"].empty else []):
+        r = runs[runs["run_id"].astype(str) == str(run_id)] if not runs.empty else runs
+        torch_version = (str(r["torch_version"].iloc[0]) if len(r) and r["torch_version"].iloc[0] == r["torch_version"].iloc[0]
+                         else "")
+        env = json.loads(r["env_json"].iloc[0]) if len(r) and isinstance(r["env_json"].iloc[0], str) else {}
+        out += refs.reference_lines(mm, torch_version=torch_version, env=env)
+    return out
+
+
 def context(tables, series, ctx) -> dict:
-    return {"best": summary_best(tables, series), "speedup": summary_speedup(tables, series)}
+    return {"best": summary_best(tables, series), "speedup": summary_speedup(tables, series),
+            "references": reference_summary(tables)}
 
 
 def headline(ctx, s) -> list[tuple[int, str]]:

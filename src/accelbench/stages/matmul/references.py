@@ -18,7 +18,7 @@ from importlib import resources
 import pandas as pd
 import yaml
 
-from . import tables as S
+from ...reporting import tables as S
 
 PATH = "references.yaml"
 # what an unset environment variable means to torch, for comparing with a reference's setting
