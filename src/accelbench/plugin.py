@@ -72,13 +72,15 @@ class Windows:
     """A table whose rows are windows of time the telemetry sampler covered (``telemetry_start_unix_s`` to
     ``telemetry_end_unix_s``): the telemetry figure shades them and the report counts the throttled ones.
     ``kind`` names them on the time line, ``one``/``many`` in text, ``color`` their shade; ``what`` says which
-    window a row is, formatted with its columns (``"{dtype} n={n}"``)."""
+    window a row is, formatted with its columns (``"{dtype} n={n}"``); ``soak``: the rows are the intervals of
+    one point held for a while (the report sets its boost reading against its sustained one)."""
 
     kind: str
     one: str
     many: str
     color: str
     what: str
+    soak: bool = False
 
 
 @dataclass(frozen=True)

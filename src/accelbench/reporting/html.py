@@ -262,7 +262,8 @@ def telemetry_section(tables, series) -> dict:
                          "text": f"{ramp['ramp']}/{ramp['known']} {ramp['what']} measured before the clock settled "
                                  "(flag clock_ramp)"})
     soak = []
-    for _, r in S.soak_summary(tables.get("matmul_soak")).iterrows():
+    held = [S.soak_summary(tables.get(name)) for name, w in S.window_kinds().items() if w.soak]
+    for _, r in (pd.concat(held, ignore_index=True) if held else S.soak_summary(None)).iterrows():
         label, color = labels.get((r["run_id"], r["device"]), (r["device"], None))
         drop = r["sustained_tflops"] / r["boost_tflops"] if r["boost_tflops"] else float("nan")
         soak.append({"label": label, "color": color, "run_id": r["run_id"], "device": r["device"],
