@@ -126,6 +126,14 @@ def is_compile_error(exc: BaseException) -> bool:
     return False
 
 
+def compile_reason(exc: BaseException) -> str:
+    """One line for a compile failure: dynamo's wrapper (``BackendCompilerFailed: backend='inductor' raised:``)
+    with the first line of the exception it wraps."""
+    inner = getattr(exc, "inner_exception", None) or exc.__cause__
+    head = first_line(exc)
+    return f"{head.rstrip(':')}: {first_line(inner)}"[:300] if inner is not None else head
+
+
 def peak_dtype(mode: str, policy: AmpPolicy) -> str:
     """The dtype whose peak a mode's MFU is against: float32, tf32 or the AMP dtype."""
     base = eager_mode(mode)
@@ -449,6 +457,7 @@ def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy
                          replica=replica)
     except Exception as exc:  # one failed trial must not stop the others
         oom = backend.is_oom(exc)
+        compile_failed = not oom and is_compiled(trial.mode) and is_compile_error(exc)
         if oom:
             with contextlib.suppress(Exception):
                 backend.empty_cache(trial.device)
@@ -456,9 +465,8 @@ def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy
                 "workload": trial.workload, "mode": trial.mode, "seed": trial.seed,
                 "amp_dtype": policy.dtype if eager_mode(trial.mode).startswith("amp_") else "float32",
                 "threads": threads, "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
-                "status": "oom" if oom else ("compile_error" if is_compiled(trial.mode) and is_compile_error(exc)
-                                             else "error"),
-                "status_detail": first_line(exc)}
+                **({"status": "compile_error", "status_detail": compile_reason(exc)} if compile_failed else
+                   {"status": "oom" if oom else "error", "status_detail": first_line(exc)})}
 
 
 def trial_telemetry(window: dict, row: dict) -> dict:
