@@ -73,8 +73,12 @@ PLUGIN = Stage(
     figures=(
         Figure("amp_step_time", ("amp_trials", "amp_summary"), draw=Hook(f"{FIGURES}:fig_amp_step_time")),
         Figure("amp_loss", ("amp_steps",), draw=Hook(f"{FIGURES}:fig_amp_loss")),
+        Figure("training_throughput", ("amp_trials",), draw=Hook(f"{FIGURES}:fig_training_throughput")),
+        Figure("training_loss", ("amp_steps", "amp_trials"), draw=Hook(f"{FIGURES}:fig_training_loss")),
     ),
-    sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),),
+    sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),
+              Section("training", "Training", 81, context=Hook("accelbench.stages.amp.training_report:context"),
+                      template="training.html.j2")),
     config_check=Hook("accelbench.stages.amp.config_check:check"),
     # the GPU check: 2 seeds, the fewest that give the speedup an interval; 40 steps of which 5 untimed
     gpu_check={"workloads": ["mlp", "transformer"], "seeds": [0, 1], "steps": 20, "warmup_steps": 3,

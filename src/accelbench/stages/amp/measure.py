@@ -114,7 +114,12 @@ def compile_support(policy: AmpPolicy) -> str:
 
 
 def compile_model(model, torch):
-    """``torch.compile(model)`` with the default inductor backend; tests may substitute one."""
+    """``torch.compile(model)`` with the default inductor backend, after ``torch._dynamo.reset()``: every trial's
+    model is a new module, and dynamo's per-code cache would otherwise fill (``recompile_limit``) and fall back to
+    eager silently; inductor's on-disk caches stay, so a later trial's compile may be faster. Tests may
+    substitute one."""
+    with contextlib.suppress(Exception):
+        torch._dynamo.reset()
     return torch.compile(model)
 
 
