@@ -207,14 +207,33 @@ def test_a_compile_failure_is_that_trials_compile_error(monkeypatch):
     assert eager["status"] == "ok"  # the others go on
 
 
-def test_no_cpp_compiler_makes_the_cpu_compiled_modes_unsupported(monkeypatch):
-    policy = CPU.amp_policy("auto")
+def test_no_cpp_compiler_makes_the_cpu_compiled_modes_unsupported(monkeypatch, tmp_path):
+    from accelbench.backends import cpu as cpu_backend
+
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(amp.shutil, "which", lambda name: None)
-    why = amp.compile_support(policy)
+    monkeypatch.setattr(cpu_backend.shutil, "which", lambda name: None)
+    why = amp.compile_support(CPU)
     assert "C++ compiler" in why and "g++" in why
-    monkeypatch.setattr(amp.shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
-    assert amp.compile_support(policy) == ""
+    # the stage records the compiled modes unsupported with that reason and trains the eager ones
+    import json
+
+    from accelbench.run.config import config_hash
+    from accelbench.stages import common
+
+    config = with_defaults({"run": "t", "backends": ["cpu"], "warmup": {"n": 16, "max_iters": 20, "window": 3,
+                                                                         "rel_tol": 0.5},
+                            "amp": {"workloads": ["gpt"], "seeds": [0], "compile": True,
+                                    "gpt": {"steps": 3, "warmup_steps": 1}}})
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"run": "t", "config": config, "config_hash": config_hash(config), "git_commit": "t"}))
+    st = common.start("amp", str(run), "cpu", 1)
+    _, trials, _ = amp.run_backend(st, log=lambda *a: None)
+    by_mode = {t["mode"]: t for t in trials}
+    assert by_mode["fp32_compiled"]["status"] == "unsupported" and "C++ compiler" in by_mode["fp32_compiled"][
+        "status_detail"]
+    assert by_mode["fp32"]["status"] == "ok" and by_mode["amp_bf16"]["status"] == "ok"
+    monkeypatch.setattr(cpu_backend.shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
+    assert amp.compile_support(CPU) == ""
 
 
 def test_summary_compares_a_compiled_mode_with_its_eager_mode():
@@ -237,7 +256,7 @@ def test_summary_compares_a_compiled_mode_with_its_eager_mode():
 def test_torch_compile_trains_the_tiny_gpt_on_the_cpu():
     """Real inductor with the C++ compiler here: the compiled trial finishes, reports its compile time apart,
     and learns as the eager one does."""
-    if amp.compile_support(CPU.amp_policy("auto")):
+    if amp.compile_support(CPU):
         pytest.skip("no C++ compiler on this machine")
     cfg = amp_cfg(compile=True, gpt={"steps": 12, "warmup_steps": 2})
     wl = amp.workload_config(cfg, "gpt")

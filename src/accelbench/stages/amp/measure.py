@@ -41,8 +41,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import shutil
 import timeit
 import zlib
 from dataclasses import dataclass
@@ -101,16 +99,10 @@ def is_compiled(mode: str) -> bool:
     return mode.endswith(COMPILED)
 
 
-def compile_support(policy: AmpPolicy) -> str:
-    """Why torch.compile (inductor) cannot run here, or "" when it can: on the CPU inductor builds C++ kernels
-    and needs a C++ compiler (``CXX``, else g++, clang++ or c++ on the PATH)."""
-    if policy.device_type != "cpu":
-        return ""
-    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "clang++", "c++"]
-    if any(shutil.which(c) for c in candidates):
-        return ""
-    return (f"torch.compile (inductor) on the CPU needs a C++ compiler; none of {', '.join(candidates)} is on "
-            "the PATH (install g++ or set CXX)")
+def compile_support(backend: Backend) -> str:
+    """Why torch.compile (inductor) cannot run here, or "" (``Backend.compile_support``: on the CPU a C++
+    compiler)."""
+    return backend.compile_support()
 
 
 def compile_model(model, torch):
@@ -572,7 +564,7 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
     policy = backend.amp_policy(amp_cfg["dtype"])
     unsupported = backend.amp_support(policy)
     steps, trials, notes = [], [], {}
-    no_compile = compile_support(policy) if amp_cfg.get("compile") else ""
+    no_compile = compile_support(backend) if amp_cfg.get("compile") else ""
     config_seed = run_info["config"].get("seed", 0)
     for device in st.devices:
         info = st.info(device)

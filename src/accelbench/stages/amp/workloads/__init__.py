@@ -40,7 +40,7 @@ def analytic_flops(workload: str, amp_cfg: dict, batch: int) -> float:
 def _cpu_sdpa_flops(torch):
     """FlopCounterMode's formulas for the CPU flash-attention kernels, which its registry lacks (it has the
     CUDA flash, efficient and cuDNN kernels): the same dense-product count as theirs."""
-    from torch.utils import flop_counter as fc
+    from torch.utils import flop_counter as fc  # torch only when counting: the presets import without it
 
     aten = torch.ops.aten
     mapping = {}
@@ -58,7 +58,7 @@ def _cpu_sdpa_flops(torch):
 def model_flops(workload: str, amp_cfg: dict, batch: int, torch) -> float:
     """FLOPs of one training step (forward, loss, backward) of ``batch`` examples counted by
     ``FlopCounterMode`` on the meta device (the optimizer step is not counted, as in MFU)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode  # as above
 
     with torch.device("meta"):
         model = build(workload, amp_cfg, torch)
