@@ -342,3 +342,48 @@ def test_bad_workload_input_is_one_line_naming_the_key(section, expect):
 def test_a_bad_size_of_a_workload_not_run_is_not_checked_but_a_preset_is_valid_everywhere():
     check({"run": "t", "amp": {"workloads": ["mlp"], "gpt": {"d_model": 65}}})  # gpt does not run
     check({"run": "t", "amp": {"workloads": ["gpt"], "gpt": {"preset": "gpt2-350m", "batch_size": "max"}}})
+
+
+# ------------------------------------------------------------------ the report's training section and references
+
+def test_a_published_figure_is_compared_only_where_device_model_and_precision_match():
+    from accelbench.stages.amp import references
+
+    a100 = {"device_name": "NVIDIA A100-SXM4-80GB", "workload": "resnet", "preset": "resnet50", "mode": "amp_fp16",
+            "images_per_s": 1235.0, "world": 1}
+    rows = {r["label"]: r for r in references.compare([a100])}
+    amp_ref = rows["DeepLearningExamples ResNet-50 v1.5, AMP"]
+    assert amp_ref["differs"] == "" and amp_ref["ratio"] == pytest.approx(1235.0 / 2470.0)
+    tf32_ref = rows["DeepLearningExamples ResNet-50 v1.5, TF32"]
+    assert tf32_ref["ratio"] is None and "precision: here float16, the figure's tf32" in tf32_ref["differs"]
+    h200 = {**a100, "device_name": "NVIDIA H200", "preset": "small", "mode": "amp_bf16_compiled"}
+    (row,) = [r for r in references.compare([h200]) if r["label"].endswith("AMP")]
+    for phrase in ("device: here NVIDIA H200", "model: here resnet preset small", "compile: here torch.compile"):
+        assert phrase in row["differs"]
+    gpt_point = {"device_name": "NVIDIA H100 80GB HBM3", "workload": "gpt", "preset": "gpt2-124m",
+                 "mode": "amp_bf16", "tokens_per_s": 4e5, "world": 1}
+    titan = [r for r in references.compare([gpt_point]) if r["label"].startswith("torchtitan")]
+    assert len(titan) == 2 and all("model: here gpt preset gpt2-124m, the figure's Llama 3.1 8B" in r["differs"]
+                                   and "GPUs: here 1, the figure's 8" in r["differs"] for r in titan)
+    assert references.compare([]) == []  # no trial of a workload: no line for its figures
+    for ref in references.REFERENCES:  # every figure says where it is from
+        assert ref["url"].startswith("https://github.com/") and "commit" in ref["source"] and ref["setting"]
+
+
+def test_training_section_context_from_trials_and_summary():
+    from accelbench.stages.amp import training_report
+
+    trials = pd.DataFrame([
+        {"run_id": "r", "device": "cpu", "device_name": "c", "workload": w, "mode": m, "seed": s, "status": "ok",
+         "preset": "tiny", "batch_size": 16, "batch_search": "fixed", "tokens_per_s": 1000.0 * (1 + s),
+         "images_per_s": math.nan, "mfu_pct": 5.0, "model_tflops_per_s": 0.01, "peak_tflops": 0.2,
+         "peak_dtype": "float32", "model_flops_per_step": 1e8, "analytic_flops_per_step": 1.02e8,
+         "peak_mem_bytes": 2 ** 21, "compile_s": math.nan, "test_loss": 1.4, "test_acc": 0.5, "loss_floor_nats": 1.1}
+        for w in ("gpt", "mlp") for m in ("fp32",) for s in (0, 1)])
+    series = pd.DataFrame([{"run_id": "r", "device": "cpu", "device_label": "cpu", "label": "r cpu",
+                            "color": "#123456"}])
+    ctx = training_report.context({"amp_trials": trials, "amp_summary": pd.DataFrame()}, series, {})["training"]
+    (row,) = ctx["rows"]  # gpt only: mlp is not a training workload of this section
+    assert row["label"] == "r cpu" and row["rate"] == "1,500 tokens/s"  # the mean over the two seeds
+    assert row["agree"] == "-2.0%" and row["floor"] == "1.10" and row["mem"] == "2.00 MiB"
+    assert ctx["speedups"] == []
