@@ -183,6 +183,8 @@ def test_training_columns_give_mfu_against_the_precisions_peak(monkeypatch):
 # ------------------------------------------------------------------ compile
 
 def test_compiled_modes_follow_the_eager_ones():
+    assert amp.compiles({"compile": True}, "mlp") and not amp.compiles({"compile": False}, "gpt")
+    assert amp.compiles({"compile": ["gpt"]}, "gpt") and not amp.compiles({"compile": ["gpt"]}, "resnet")
     policy = CPU.amp_policy("auto")
     assert amp.modes_for(CPU, policy, {}, compiled=True) == ["fp32", "amp_bf16", "fp32_compiled",
                                                              "amp_bf16_compiled"]
@@ -330,6 +332,8 @@ def test_batch_search_that_fails_otherwise_raises(monkeypatch):
     ({"resnet": {"preset": "resnet18"}}, "amp.resnet.preset: 'resnet18' is not allowed; allowed: small, resnet50"),
     ({"gpt": {"batch_size": 4096}}, "amp.gpt.batch_size: 4096 is larger than amp.gpt.n_train (512)"),
     ({"gpt": {"preset": "llama-1b", "n_heads": 2048}}, "amp.gpt.d_model: head size 2048/2048 = 1 is odd"),
+    ({"compile": "yes"}, "amp.compile: 'yes' is not allowed; allowed: true, false, or a list of workloads"),
+    ({"compile": ["gpt"], "gpt": {"warmup_steps": 0}}, "amp.gpt.warmup_steps: 0 with amp.compile on"),
 ])
 def test_bad_workload_input_is_one_line_naming_the_key(section, expect):
     config = {"run": "t", "amp": {"workloads": ["gpt", "resnet"], **section}}

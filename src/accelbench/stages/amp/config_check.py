@@ -13,7 +13,7 @@ def check_amp_config(amp_cfg: dict) -> None:
     if amp_cfg["batch_size"] > amp_cfg["data"]["n_train"]:
         raise ConfigError(f"amp.batch_size: {amp_cfg['batch_size']} is larger than amp.data.n_train "
                           f"({amp_cfg['data']['n_train']}); allowed: 1 .. {amp_cfg['data']['n_train']}")
-    if amp_cfg.get("compile") and amp_cfg["warmup_steps"] < 1:
+    if amp_cfg.get("compile") is True and amp_cfg["warmup_steps"] < 1:
         raise ConfigError("amp.warmup_steps: 0 with amp.compile on; the first step compiles, so it must stay out "
                           "of the step times; allowed: 1 or more")
     check_workload_sizes(amp_cfg)
@@ -51,6 +51,10 @@ def check_workload_sizes(amp_cfg: dict) -> None:
                               f"({own['n_train']}); allowed: 1 .. {own['n_train']} or max")
         steps = own.get("steps") if own.get("steps") is not None else amp_cfg["steps"]
         warmup = own.get("warmup_steps") if own.get("warmup_steps") is not None else amp_cfg["warmup_steps"]
+        compiled = amp_cfg.get("compile")
+        if warmup < 1 and (compiled is True or (isinstance(compiled, list) and workload in compiled)):
+            raise ConfigError(f"amp.{workload}.warmup_steps: 0 with amp.compile on; the first step compiles, so it "
+                              "must stay out of the step times; allowed: 1 or more")
         if warmup >= steps:
             raise ConfigError(f"amp.{workload}.warmup_steps: {warmup} must be below its steps ({steps}); "
                               f"allowed: 0 .. {steps - 1}")

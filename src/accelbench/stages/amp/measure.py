@@ -90,6 +90,12 @@ def modes_for(backend: Backend, policy: AmpPolicy, info: dict | None = None, com
     return modes + [m + COMPILED for m in modes] if compiled else modes
 
 
+def compiles(amp_cfg: dict, workload: str) -> bool:
+    """Whether ``workload`` also trains under torch.compile: ``amp.compile`` is true, or a list naming it."""
+    value = amp_cfg.get("compile")
+    return workload in value if isinstance(value, list) else bool(value)
+
+
 def eager_mode(mode: str) -> str:
     """The precision mode of a (possibly compiled) mode: ``amp_bf16_compiled`` -> ``amp_bf16``."""
     return mode[: -len(COMPILED)] if mode.endswith(COMPILED) else mode
@@ -569,13 +575,13 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
     for device in st.devices:
         info = st.info(device)
         notes[device] = backend.amp_note(info, policy.dtype)
-        modes = modes_for(backend, policy, info, compiled=bool(amp_cfg.get("compile")))
         dev = None  # the device's columns; it is warmed just before its first trial that is not resumed
         for workload in amp_cfg["workloads"]:
             data = make_data(workload, amp_cfg, config_seed, backend.torch)
             wl_cfg = workload_config(amp_cfg, workload)
             floor = loss_floor(workload, amp_cfg, config_seed, backend.torch)
             batches: dict = {}  # mode -> (batch, how it was chosen), once per device and workload
+            modes = modes_for(backend, policy, info, compiled=compiles(amp_cfg, workload))
             for seed in amp_cfg["seeds"]:
                 for mode in modes:  # modes interleaved within a seed: drift hits them alike
                     trial = Trial(backend.name, device, str(info.get("name", device)), workload, mode, seed)
