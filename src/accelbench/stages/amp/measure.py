@@ -1,8 +1,9 @@
 """Stage: AMP vs FP32 training trials. Is mixed precision faster here, by how much, and does the
 model still learn?
 
-For every device of one backend, every workload (``mlp``, ``transformer``) and every seed, the same
-model is trained once per precision *mode*:
+For every device of one backend, every workload (``mlp``, ``transformer``, and the models published training
+numbers are about: ``gpt`` and ``resnet``, in ``workloads/``) and every seed, the same model is trained once per
+precision *mode*:
 
 - ``fp32``: the baseline, strict float32 (``Backend.float32_math``: precision "highest", TF32 off in
   cuBLAS and cuDNN), so FP32 means IEEE fp32 math, not tensor-core TF32;
@@ -31,6 +32,13 @@ on the host and each step's indices are moved to the device (indexing a device t
 would recompile XLA's graph at every step). Each trial runs inside a window of its
 device's telemetry sampler (``measure.telemetry``): clock, power, temperature, energy, samples per
 joule and throttling go on its row (``trial_telemetry``), every reading into ``telemetry_amp``.
+
+For gpt and resnet a trial also gets tokens/s or images/s, its step's FLOPs (``FlopCounterMode`` on the meta
+device, and the analytic count), MFU against ``Backend.peak_tflops`` for its precision, the median step time's
+interval over its steps, the loss floor of the gpt corpus; each workload section may set its own batch (``max``:
+bisected on out-of-memory, ``choose_batch``), steps and learning rate. With ``amp.compile`` every mode runs again as
+``<mode>_compiled`` (torch.compile, inductor): its first step's extra time is ``compile_s``, a failure to compile
+is ``compile_error``, no C++ compiler on the CPU ``unsupported`` (``Backend.compile_support``). docs/training.md.
 
 The CUDA, ROCm, MPS, XLA and XPU paths are untested on hardware: their dispatch (autocast dtype,
 GradScaler, TF32 flags, memory counters) is unit-tested with fakes.
