@@ -180,8 +180,11 @@ def fig_training_loss(plt, sns, tables, series):
             if d.empty:
                 ax.axis("off")
                 continue
-            present = [m for m in modes if m in set(d["mode"])]
-            sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, palette=pal,
+            # the FP32 baseline last, dashed, on top: where a mode tracks it exactly, both stay visible
+            present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (
+                ["fp32"] if "fp32" in set(d["mode"]) else [])
+            sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
+                         dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
                          errorbar=("pi", 100), estimator="mean", lw=1.6, ax=ax, legend=False)
             if workload == "gpt" and label in floors:
                 ax.axhline(floors[label], color="black", ls=":", lw=1.2)
@@ -189,7 +192,8 @@ def fig_training_loss(plt, sns, tables, series):
             ax.set_title(f"{label} — {workload}", fontsize=9.5)
             ax.set_ylabel("loss (nats/token)" if workload == "gpt" else "loss")
             ax.set_xlabel("training step" if i == nrows - 1 else "")
-    _legend_below(fig, [Line2D([0], [0], color=pal[m], lw=2) for m in modes], modes, ncol=min(len(modes), 6))
+    _legend_below(fig, [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes], modes,
+                  ncol=min(len(modes), 6))
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     _finish(fig)
     return fig
