@@ -255,12 +255,34 @@ def transfer_rows(prov, backend, device, device_name, sizes_mb, pinned_gbps, pag
     return rows
 
 
+TRAINING_FLOPS = {"gpt": 1.75e12 / 8, "resnet": 4.86e10 / 2}  # gpt2-124m per sequence, resnet50 per image
+
+
+def training_cols(workload, mode, batch, step_s, device_name) -> dict:
+    """The training columns of a gpt or resnet trial row (the presets a GPU would run), empty for the others."""
+    if workload not in TRAINING_FLOPS:
+        return {}
+    gpu = "H100" in device_name
+    preset = {"gpt": "gpt2-124m" if gpu else "tiny", "resnet": "resnet50" if gpu else "small"}[workload]
+    flops = TRAINING_FLOPS[workload] * batch
+    peak = (989.0 if mode != "fp32" else 67.0) if gpu else (2.6 if mode != "fp32" else 0.17)
+    tflops = flops / step_s / 1e12
+    return {"preset": preset, "batch_search": "fixed", "step_ci95_low_s": step_s * 0.98,
+            "step_ci95_high_s": step_s * 1.02, "tokens_per_s": batch * 1024 / step_s if workload == "gpt" else np.nan,
+            "images_per_s": batch / step_s if workload == "resnet" else np.nan, "model_flops_per_step": flops,
+            "analytic_flops_per_step": flops * 1.001, "model_tflops_per_s": tflops,
+            "peak_dtype": {"fp32": "float32", "amp_bf16": "bfloat16", "amp_fp16": "float16"}[mode],
+            "peak_tflops": peak, "peak_source": "fixture", "mfu_pct": 100 * tflops / peak, "compile_s": np.nan,
+            "loss_floor_nats": 1.1 if workload == "gpt" else np.nan}
+
+
 def amp_rows(prov, backend, device, device_name, amp_mode, step_fp32, amp_factor, acc_fp32, acc_delta,
              seeds, steps, threads, mem_kind):
-    """(steps, trials, summary) rows for fp32 vs one AMP mode, both workloads."""
+    """(steps, trials, summary) rows for fp32 vs one AMP mode, every default workload (gpt and resnet with their
+    training columns: throughput, FLOPs, MFU against a peak, the loss floor)."""
     steps_rows, trials, summary = [], [], []
     batch = 128
-    for w_i, workload in enumerate(("mlp", "transformer")):
+    for w_i, workload in enumerate(("mlp", "transformer", "gpt", "resnet")):
         per_mode = {}
         for mode in ("fp32", amp_mode):
             for seed in seeds:
@@ -284,7 +306,7 @@ def amp_rows(prov, backend, device, device_name, amp_mode, step_fp32, amp_factor
                                "peak_mem_bytes": int(3.1e8 / (1.6 if mode != "fp32" else 1)), "mem_kind": mem_kind,
                                "final_loss": 0.27, "test_acc": acc, "skipped_steps": 1 if mode == "amp_fp16" else 0,
                                "final_scale": 32768.0 if mode == "amp_fp16" else np.nan, "threads": threads,
-                               "status": "ok"})
+                               "status": "ok", **training_cols(workload, mode, batch, step_s, device_name)})
                 per_mode.setdefault(mode, []).append((step_s * (1 + 0.01 * seed), acc))
         fp32 = per_mode["fp32"]
         for mode in ("fp32", amp_mode):

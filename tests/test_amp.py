@@ -150,7 +150,8 @@ def test_default_config_workloads_learn_well_above_chance():
     cfg = with_defaults({})["amp"]
     assert shipped == cfg
     for workload in cfg["workloads"]:
-        row = amp.run_trial(amp.Trial("cpu", "cpu", "c", workload, "fp32", 0), cfg, amp.make_data(workload, cfg, 0, torch),
+        row = amp.run_trial(amp.Trial("cpu", "cpu", "c", workload, "fp32", 0), amp.workload_config(cfg, workload),
+                            amp.make_data(workload, cfg, 0, torch),
                             amp_policy("cpu"), backend=CPU, threads=1, steps_out=[])
         assert row["test_acc"] > row["majority_acc"] + 0.25, (workload, row["test_acc"], row["majority_acc"])
         assert row["final_loss"] < 0.8 * row["first_loss"]

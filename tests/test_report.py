@@ -111,7 +111,7 @@ def test_summary_amp_verdicts(fixtures):
     rows = [e for e in els if e["section"] == "summary" and e["tag"] == "tr" and "data-mode" in e["attrs"]]
     raw = raw_table(built["results"], "amp_*_summary.csv")
     amp = raw[raw["mode"].isin(["amp_bf16", "amp_fp16"])]
-    assert len(rows) == len(amp) == 6
+    assert len(rows) == len(amp) == 3 * 4  # 3 devices x 4 workloads (mlp, transformer, gpt, resnet)
     for _, r in amp.iterrows():
         (row,) = [x for x in rows if (x["attrs"]["data-run"], x["attrs"]["data-device"], x["attrs"]["data-workload"],
                                        x["attrs"]["data-mode"]) == (r["run_id"], r["device"], r["workload"], r["mode"])]

@@ -295,6 +295,10 @@ class Backend:
         """A sentence for the AMP summary when this device computes ``dtype`` slowly (emulated); else ""."""
         return ""
 
+    def compile_support(self) -> str:
+        """Why ``torch.compile`` (inductor) cannot run on this backend's devices here, or "" when it can."""
+        return ""
+
     # ---- memory -----------------------------------------------------------------------------------
     def reset_peak_memory(self, device: str) -> bool:
         """Start a fresh peak for ``device``; True when the peak that follows is per trial."""

@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import timeit
 from pathlib import Path
@@ -393,6 +394,14 @@ class CpuBackend(Backend):
 
     def fp8_support(self, info: dict) -> str | None:
         return None  # torch ships a CPU kernel for _scaled_mm; a build without it fails the probe -> unsupported
+
+    def compile_support(self) -> str:
+        """Inductor builds C++ kernels for the CPU: it needs a C++ compiler (``CXX``, else g++, clang++ or c++)."""
+        candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "clang++", "c++"]
+        if any(shutil.which(c) for c in candidates):
+            return ""
+        return (f"torch.compile (inductor) on the CPU needs a C++ compiler; none of {', '.join(candidates)} is on "
+                "the PATH (install g++ or set CXX)")
 
     def amp_note(self, info: dict, dtype: str) -> str:
         return precision_note(info.get("flags"), dtype)

@@ -139,6 +139,11 @@ def _describe_error(error: jsonschema.ValidationError, schema: dict) -> str:
     key = _key_path(error)
     sub = _resolve(schema, error.schema) if isinstance(error.schema, dict) else {}
     v = error.validator
+    parent = getattr(error, "parent", None)  # a branch of an anyOf that says in words what it allows
+    if parent is not None and isinstance(parent.schema, dict) and parent.schema.get("x-allowed"):
+        return f"{key}: {_short(error.instance)} is not allowed; allowed: {parent.schema['x-allowed']}"
+    if v == "anyOf" and sub.get("x-allowed"):
+        return f"{key}: {_short(error.instance)} is not allowed; allowed: {sub['x-allowed']}"
     if v == "additionalProperties":
         allowed = sorted((error.schema.get("properties") or {}).keys())
         extra = [k for k in error.instance if k not in allowed] if isinstance(error.instance, dict) else []

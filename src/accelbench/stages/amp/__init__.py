@@ -5,6 +5,37 @@ from ...columns import (DEVICE, DEVICE_WARMUP, PROVENANCE, TELEMETRY, TELEMETRY_
 from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
 
 FIGURES = "accelbench.stages.amp.figures"
+# the training columns of a trial (docs/training.md): throughput, FLOPs, MFU, compile time, the loss floor
+TRAINING_DESCRIBE = {
+    "preset": "the gpt or resnet preset the trial's sizes start from (amp.gpt.preset, amp.resnet.preset); "
+              "empty for mlp and transformer",
+    "batch_search": "fixed: the configured batch; max: the largest batch that trained 2 steps without running out "
+                    "of memory (bisected; the compiled modes train their eager mode's)",
+    "step_ci95_low_s": "s — 95% interval of the median step time, low end: distribution-free (order statistics) "
+                       "over the trial's timed steps, so it covers step-to-step variation within this one run, not "
+                       "run-to-run variation (the seeds' spread in amp_summary covers that)",
+    "step_ci95_high_s": "s — high end of that interval",
+    "tokens_per_s": "tokens/s — gpt: batch x seq_len / median step time (all ranks under DDP); NaN otherwise",
+    "images_per_s": "images/s — resnet: batch / median step time; NaN otherwise",
+    "model_flops_per_step": "FLOP — one training step's forward, loss and backward counted by "
+                            "torch.utils.flop_counter.FlopCounterMode (on the meta device; optimizer not counted); "
+                            "gpt and resnet only",
+    "analytic_flops_per_step": "FLOP — the closed form: gpt (6N + 12·L·H·Q·T) x tokens (PaLM appendix B, nanoGPT "
+                               "estimate_mfu); resnet 3 x 2 x multiply-accumulates per image x batch",
+    "model_tflops_per_s": "TFLOP/s — model_flops_per_step / median step time",
+    "peak_dtype": "the precision whose peak mfu_pct is against: float32 (fp32), tf32, or the AMP dtype",
+    "peak_tflops": "TFLOP/s — the backend's peak for peak_dtype (datasheet table, or the CPU's computed peak)",
+    "peak_source": "where peak_tflops comes from",
+    "mfu_pct": "% — model FLOPs utilisation: 100 x model_tflops_per_s / peak_tflops",
+    "compile_s": "s — compiled modes: the first step's time less the median step time (dynamo tracing and inductor "
+                 "code generation for the forward and backward); NaN for eager modes",
+    "loss_floor_nats": "nats/token — gpt: the entropy rate of the Markov chain the corpus is drawn from, the "
+                       "lowest reachable mean loss; NaN otherwise",
+}
+TRAINING_COLUMNS = ("preset", "batch_search", "step_ci95_low_s", "step_ci95_high_s", "tokens_per_s", "images_per_s",
+                    "model_flops_per_step", "analytic_flops_per_step", "model_tflops_per_s", "peak_dtype",
+                    "peak_tflops", "peak_source", "mfu_pct", "compile_s", "loss_floor_nats")
+
 CHECK = Hook("accelbench.stages.amp.checks:check_amp_points")
 
 PLUGIN = Stage(
@@ -21,9 +52,10 @@ PLUGIN = Stage(
                   "mem_kind", "final_loss", "test_acc", "skipped_steps", "final_scale", "threads", "status"),
                   DEVICE_WARMUP, TELEMETRY, ("samples_per_j",), THROTTLE),
               extra=("allow_tf32", "steps", "warmup_steps", "batch_size", "step_iqr_s", "first_loss", "test_loss",
-                     "majority_acc", "status_detail") + TELEMETRY_EXTRA,
+                     "majority_acc", "status_detail") + TELEMETRY_EXTRA + TRAINING_COLUMNS,
               numeric=("seed", "step_median_s", "samples_per_s", "peak_mem_bytes", "final_loss", "test_acc",
                        "skipped_steps", "final_scale", "threads", "samples_per_j") + TELEMETRY_NUMERIC,
+              describe=TRAINING_DESCRIBE,
               identity=("device_name", "workload", "mode", "seed"), compare=Compare(median="step_median_s"),
               samples="amp_{backend}_samples.parquet", added_defaults={"samples_per_j": None}, check=CHECK,
               roofline=Roofline(points=Hook("accelbench.stages.amp.roofline:points"), needs=("runs",),
@@ -44,8 +76,12 @@ PLUGIN = Stage(
     figures=(
         Figure("amp_step_time", ("amp_trials", "amp_summary"), draw=Hook(f"{FIGURES}:fig_amp_step_time")),
         Figure("amp_loss", ("amp_steps",), draw=Hook(f"{FIGURES}:fig_amp_loss")),
+        Figure("training_throughput", ("amp_trials",), draw=Hook(f"{FIGURES}:fig_training_throughput")),
+        Figure("training_loss", ("amp_steps", "amp_trials"), draw=Hook(f"{FIGURES}:fig_training_loss")),
     ),
-    sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),),
+    sections=(Section("amp", "AMP", 80, context=Hook("accelbench.stages.amp.report:context")),
+              Section("training", "Training", 81, context=Hook("accelbench.stages.amp.training_report:context"),
+                      template="training.html.j2")),
     config_check=Hook("accelbench.stages.amp.config_check:check"),
     # the GPU check: 2 seeds, the fewest that give the speedup an interval; 40 steps of which 5 untimed
     gpu_check={"workloads": ["mlp", "transformer"], "seeds": [0, 1], "steps": 20, "warmup_steps": 3,

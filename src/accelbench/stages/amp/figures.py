@@ -100,3 +100,100 @@ def fig_amp_loss(plt, sns, tables, series):
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     _finish(fig)
     return fig
+
+
+TRAINING_WORKLOADS = ("gpt", "resnet")
+
+
+def fig_training_throughput(plt, sns, tables, series):
+    """tokens/s (gpt) or images/s (resnet) per mode, one panel per workload; bars labelled with MFU."""
+    tr = tables["amp_trials"]
+    title = "Training throughput per mode (mean over seeds, 95% CI); labels: MFU against the precision's peak"
+    if tr is None or tr.empty or "workload" not in tr.columns:
+        return _message(plt, title, "No gpt or resnet trial was measured.")
+    tr = tr[tr["workload"].isin(TRAINING_WORKLOADS) & (tr["status"] == "ok")].copy()
+    if tr.empty:
+        return _message(plt, title, "No gpt or resnet trial was measured (amp.workloads).")
+    tr = S.with_series(tr, series)
+    for col in ("tokens_per_s", "images_per_s", "mfu_pct"):
+        tr[col] = tr[col].astype(float) if col in tr.columns else float("nan")
+    tr["rate"] = tr["tokens_per_s"].where(tr["workload"] == "gpt", tr["images_per_s"])
+    workloads = [w for w in TRAINING_WORKLOADS if w in set(tr["workload"])]
+    modes, pal = _mode_palette(sns, tr["mode"])
+    labels = list(dict.fromkeys(series["label"][series["label"].isin(tr["label"])]))
+    fig, axes = _grid(plt, len(workloads), ncols=2, panel_w=max(5.2, 1.6 * len(labels) + 2.2), panel_h=3.9)
+    for ax, workload in zip(axes, workloads):
+        d = tr[tr["workload"] == workload]
+        d = d.assign(label=d["label"].map(_wrap))
+        order = [_wrap(x) for x in labels if _wrap(x) in set(d["label"])]
+        present = [m for m in modes if m in set(d["mode"])]
+        sns.barplot(data=d, x="label", y="rate", hue="mode", order=order, hue_order=present, palette=pal,
+                    errorbar=("ci", 95), n_boot=500, seed=0, capsize=0.08, err_kws={"linewidth": 1.2}, ax=ax)
+        for i, label in enumerate(order):
+            for k, mode in enumerate(present):
+                g = d[(d["label"] == label) & (d["mode"] == mode)]
+                mfu, y = g["mfu_pct"].mean(), g["rate"].mean()
+                if y == y and mfu == mfu:
+                    offset = (k - (len(present) - 1) / 2) * 0.8 / len(present)
+                    ax.text(i + offset, y * 1.02, f"{mfu:.2g}%", ha="center", va="bottom", fontsize=7.5)
+        preset = ", ".join(sorted(set(d["preset"].dropna().astype(str)))) if "preset" in d.columns else ""
+        ax.set_title(f"workload: {workload}" + (f" ({preset})" if preset else ""))
+        ax.set_xlabel("")
+        ax.set_ylabel("tokens/s" if workload == "gpt" else "images/s")
+        ax.tick_params(axis="x", labelsize=8)
+        if ax.get_legend():
+            ax.get_legend().remove()
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(0, hi * 1.15)
+    _legend_below(fig, [Patch(color=pal[m]) for m in modes], modes, ncol=min(len(modes), 6))
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
+    _finish(fig)
+    return fig
+
+
+def fig_training_loss(plt, sns, tables, series):
+    """The gpt and resnet loss curves per mode; for gpt the corpus's known floor (its entropy rate) dotted."""
+    st, tr = tables["amp_steps"], tables["amp_trials"]
+    title = "Training loss of gpt and resnet per mode (mean over seeds); dotted: gpt's known loss floor"
+    if st is None or st.empty or "workload" not in st.columns:
+        return _message(plt, title, "No gpt or resnet training steps were recorded.")
+    st = st[st["workload"].isin(TRAINING_WORKLOADS) & st["loss"].notna()]
+    if st.empty:
+        return _message(plt, title, "No gpt or resnet training steps were recorded (amp.workloads).")
+    st = S.with_series(st, series)
+    labels = list(dict.fromkeys(series["label"][series["label"].isin(st["label"])]))
+    workloads = [w for w in TRAINING_WORKLOADS if w in set(st["workload"])]
+    modes, pal = _mode_palette(sns, st["mode"])
+    floors = {}
+    if tr is not None and not tr.empty and "loss_floor_nats" in tr.columns:
+        t = S.with_series(tr[tr["workload"] == "gpt"], series)
+        for label, g in t.groupby("label"):
+            v = g["loss_floor_nats"].astype(float).dropna()
+            if len(v):
+                floors[label] = float(v.mean())
+    nrows, ncols = len(labels), len(workloads)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 2.7 * nrows + 0.9), squeeze=False, sharex=False)
+    for i, label in enumerate(labels):
+        for j, workload in enumerate(workloads):
+            ax = axes[i][j]
+            d = st[(st["label"] == label) & (st["workload"] == workload)]
+            if d.empty:
+                ax.axis("off")
+                continue
+            # the FP32 baseline last, dashed, on top: where a mode tracks it exactly, both stay visible
+            present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (
+                ["fp32"] if "fp32" in set(d["mode"]) else [])
+            sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
+                         dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
+                         errorbar=("pi", 100), estimator="mean", lw=1.6, ax=ax, legend=False)
+            if workload == "gpt" and label in floors:
+                ax.axhline(floors[label], color="black", ls=":", lw=1.2)
+                ax.text(0, floors[label], f" floor {floors[label]:.3f} nats", va="bottom", fontsize=7.5)
+            ax.set_title(f"{label} — {workload}", fontsize=9.5)
+            ax.set_ylabel("loss (nats/token)" if workload == "gpt" else "loss")
+            ax.set_xlabel("training step" if i == nrows - 1 else "")
+    _legend_below(fig, [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes], modes,
+                  ncol=min(len(modes), 6))
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
+    _finish(fig)
+    return fig

@@ -1,8 +1,9 @@
 """Stage: AMP vs FP32 training trials. Is mixed precision faster here, by how much, and does the
 model still learn?
 
-For every device of one backend, every workload (``mlp``, ``transformer``) and every seed, the same
-model is trained once per precision *mode*:
+For every device of one backend, every workload (``mlp``, ``transformer``, and the models published training
+numbers are about: ``gpt`` and ``resnet``, in ``workloads/``) and every seed, the same model is trained once per
+precision *mode*:
 
 - ``fp32``: the baseline, strict float32 (``Backend.float32_math``: precision "highest", TF32 off in
   cuBLAS and cuDNN), so FP32 means IEEE fp32 math, not tensor-core TF32;
@@ -32,6 +33,13 @@ would recompile XLA's graph at every step). Each trial runs inside a window of i
 device's telemetry sampler (``measure.telemetry``): clock, power, temperature, energy, samples per
 joule and throttling go on its row (``trial_telemetry``), every reading into ``telemetry_amp``.
 
+For gpt and resnet a trial also gets tokens/s or images/s, its step's FLOPs (``FlopCounterMode`` on the meta
+device, and the analytic count), MFU against ``Backend.peak_tflops`` for its precision, the median step time's
+interval over its steps, the loss floor of the gpt corpus; each workload section may set its own batch (``max``:
+bisected on out-of-memory, ``choose_batch``), steps and learning rate. With ``amp.compile`` every mode runs again as
+``<mode>_compiled`` (torch.compile, inductor): its first step's extra time is ``compile_s``, a failure to compile
+is ``compile_error``, no C++ compiler on the CPU ``unsupported`` (``Backend.compile_support``). docs/training.md.
+
 The CUDA, ROCm, MPS, XLA and XPU paths are untested on hardware: their dispatch (autocast dtype,
 GradScaler, TF32 flags, memory counters) is unit-tested with fakes.
 """
@@ -55,13 +63,16 @@ from ...backends import AmpPolicy, Backend
 from ...measure import telemetry as tm
 from ...measure import samples as sample_table
 from ...measure.failures import first_line
+from ...measure.timing import median_ci95
 from .config_check import check_amp_config
 from ...run.io import Checkpoint, atomic_write_csv
 from .stats import summarize_trials
 from ..common import add_device_stage_arguments, start
+from . import workloads as training_workloads
 
 BASELINE = "fp32"
-STATUSES = ("ok", "nan", "oom", "unsupported", "error", "absent")
+STATUSES = ("ok", "nan", "oom", "unsupported", "compile_error", "error", "absent")
+COMPILED = "_compiled"  # a mode's name under torch.compile: fp32_compiled, amp_bf16_compiled, ...
 FINAL_LOSS_STEPS = 5  # final_loss: mean train loss of the last this many steps
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 
@@ -77,26 +88,79 @@ def amp_mode_name(dtype: str) -> str:
     return f"amp_{DTYPE_SHORT[dtype]}"
 
 
-def modes_for(backend: Backend, policy: AmpPolicy, info: dict | None = None) -> list[str]:
+def modes_for(backend: Backend, policy: AmpPolicy, info: dict | None = None, compiled: bool = False) -> list[str]:
     """The modes trained on a device of ``backend`` (``info``), baseline first: fp32, tf32 (where the device
-    has it), then the AMP mode."""
+    has it), then the AMP mode; with ``compiled`` (``amp.compile``) each again under torch.compile."""
     modes = [BASELINE]
     if backend.tf32_available(info) is None:
         modes.append("tf32")
     modes.append(amp_mode_name(policy.dtype))
-    return modes
+    return modes + [m + COMPILED for m in modes] if compiled else modes
+
+
+def compiles(amp_cfg: dict, workload: str) -> bool:
+    """Whether ``workload`` also trains under torch.compile: ``amp.compile`` is true, or a list naming it."""
+    value = amp_cfg.get("compile")
+    return workload in value if isinstance(value, list) else bool(value)
+
+
+def eager_mode(mode: str) -> str:
+    """The precision mode of a (possibly compiled) mode: ``amp_bf16_compiled`` -> ``amp_bf16``."""
+    return mode[: -len(COMPILED)] if mode.endswith(COMPILED) else mode
+
+
+def is_compiled(mode: str) -> bool:
+    return mode.endswith(COMPILED)
+
+
+def compile_support(backend: Backend) -> str:
+    """Why torch.compile (inductor) cannot run here, or "" (``Backend.compile_support``: on the CPU a C++
+    compiler)."""
+    return backend.compile_support()
+
+
+def compile_model(model, torch):
+    """``torch.compile(model)`` with the default inductor backend, after ``torch._dynamo.reset()``: every trial's
+    model is a new module, and dynamo's per-code cache would otherwise fill (``recompile_limit``) and fall back to
+    eager silently; inductor's on-disk caches stay, so a later trial's compile may be faster. Tests may
+    substitute one."""
+    with contextlib.suppress(Exception):
+        torch._dynamo.reset()
+    return torch.compile(model)
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of torch.compile's stack (dynamo, AOTAutograd, inductor)."""
+    for cls in type(exc).__mro__:
+        if cls.__module__.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")):
+            return True
+    return False
+
+
+def compile_reason(exc: BaseException) -> str:
+    """One line for a compile failure: dynamo's wrapper (``BackendCompilerFailed: backend='inductor' raised:``)
+    with the first line of the exception it wraps."""
+    inner = getattr(exc, "inner_exception", None) or exc.__cause__
+    head = first_line(exc)
+    return f"{head.rstrip(':')}: {first_line(inner)}"[:300] if inner is not None else head
+
+
+def peak_dtype(mode: str, policy: AmpPolicy) -> str:
+    """The dtype whose peak a mode's MFU is against: float32, tf32 or the AMP dtype."""
+    base = eager_mode(mode)
+    return {"fp32": "float32", "tf32": "tf32"}.get(base, policy.dtype)
 
 
 def autocast_context(mode: str, policy, torch):
     """``torch.autocast(device_type=policy.device_type, dtype=policy.dtype)`` for an AMP mode, else a no-op."""
-    if not mode.startswith("amp_"):
+    if not eager_mode(mode).startswith("amp_"):
         return contextlib.nullcontext()
     return torch.autocast(device_type=policy.device_type, dtype=getattr(torch, policy.dtype))
 
 
 def grad_scaler(mode: str, policy, torch):
     """The GradScaler an AMP mode needs (fp16: ``torch.amp.GradScaler(policy.device_type)``), else None."""
-    return policy.scaler(torch) if mode.startswith("amp_") else None
+    return policy.scaler(torch) if eager_mode(mode).startswith("amp_") else None
 
 
 # ---------------------------------------------------------------- data and models
@@ -124,7 +188,15 @@ def make_data(workload: str, amp_cfg: dict, seed: int, torch) -> tuple:
     - mlp: x ~ N(0, I) with ``n_features`` features; label = teacher(x).
     - transformer: x is a sequence of ``seq_len`` N(0, I) tokens; the teacher pools the tokens with
       softmax attention weights from a fixed query (so which tokens matter depends on the tokens),
-      label = teacher(pooled). Held-out examples come from the same distribution."""
+      label = teacher(pooled). Held-out examples come from the same distribution.
+    - gpt: token sequences from a fixed random Markov chain (``workloads.gpt.make_corpus``), y the next tokens.
+    - resnet: uint8 images, class template plus noise (``workloads.resnet.make_images``)."""
+    if workload in training_workloads.PRESETS:
+        gen = _generator(torch, "amp-data", seed, workload, _data_keys(amp_cfg, workload))
+        sizes = training_workloads.sizes(workload, amp_cfg)
+        if workload == "gpt":
+            return training_workloads.gpt.make_corpus(sizes, amp_cfg["gpt"], gen, torch)[:4]
+        return training_workloads.resnet.make_images(sizes, amp_cfg["resnet"], gen, torch)
     d = amp_cfg["data"]
     n = d["n_train"] + d["n_test"]
     gen = _generator(torch, "amp-data", seed, workload, d)
@@ -178,8 +250,59 @@ def build_transformer(amp_cfg: dict, torch):
     return EncoderClassifier()
 
 
+def _data_keys(amp_cfg: dict, workload: str) -> dict:
+    """What a gpt or resnet data set is drawn from: its section without the trial keys (steps, batch, lr)."""
+    return {k: v for k, v in sorted(amp_cfg[workload].items()) if k not in TRIAL_KEYS}
+
+
+def loss_floor(workload: str, amp_cfg: dict, seed: int, torch) -> float:
+    """The lowest mean loss a model can reach on the workload's data, where it is known: the gpt corpus's
+    entropy rate in nats/token (the chain is the first thing drawn from the data's generator); else NaN."""
+    if workload != "gpt":
+        return math.nan
+    g = training_workloads.gpt
+    gen = _generator(torch, "amp-data", seed, workload, _data_keys(amp_cfg, workload))
+    successors, probs = g.markov_chain(training_workloads.sizes("gpt", amp_cfg)["vocab_size"],
+                                       amp_cfg["gpt"]["markov_branching"], gen, torch)
+    return g.entropy_rate(successors, probs, torch)
+
+
 # workload -> model builder(amp_cfg, torch); tests may substitute one
-WORKLOADS = {"mlp": build_mlp, "transformer": build_transformer}
+WORKLOADS = {"mlp": build_mlp, "transformer": build_transformer,
+             "gpt": lambda cfg, torch: training_workloads.build("gpt", cfg, torch),
+             "resnet": lambda cfg, torch: training_workloads.build("resnet", cfg, torch)}
+# the keys a workload's own section may set for its trials (None there: the amp.* value)
+TRIAL_KEYS = ("steps", "warmup_steps", "batch_size", "lr")
+
+
+def workload_config(amp_cfg: dict, workload: str) -> dict:
+    """``amp_cfg`` with the workload section's trial keys (``amp.gpt.steps``, ...) over the stage's."""
+    own = amp_cfg.get(workload) if workload in training_workloads.PRESETS else None
+    if not isinstance(own, dict):
+        return amp_cfg
+    return {**amp_cfg, **{k: own[k] for k in TRIAL_KEYS if own.get(k) is not None}}
+
+
+_FLOPS_CACHE: dict = {}
+
+
+def step_flops(workload: str, amp_cfg: dict, batch: int, torch) -> tuple[float, float]:
+    """(FlopCounterMode's count, the analytic count) of one training step of ``batch`` examples; the
+    analytic count only for gpt and resnet (NaN otherwise); NaN where the count fails."""
+    key = (workload, batch, json.dumps(amp_cfg.get(workload), sort_keys=True, default=str),
+           json.dumps(amp_cfg.get("data"), sort_keys=True))
+    if key not in _FLOPS_CACHE:
+        analytic = (training_workloads.analytic_flops(workload, amp_cfg, batch)
+                    if workload in training_workloads.PRESETS else math.nan)
+        try:
+            if workload in training_workloads.PRESETS:
+                counted = training_workloads.model_flops(workload, amp_cfg, batch, torch)
+            else:
+                counted = math.nan
+        except Exception:  # a count is a convenience: no count, no MFU, the trial still runs
+            counted = math.nan
+        _FLOPS_CACHE[key] = (counted, analytic)
+    return _FLOPS_CACHE[key]
 
 
 def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch, *, rank: int = 0,
@@ -253,12 +376,14 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
         model = replica.wrap(model)
     opt = torch.optim.Adam(model.parameters(), lr=amp_cfg["lr"])
     scaler = grad_scaler(mode, policy, torch)
-    amp_dtype = policy.dtype if mode.startswith("amp_") else "float32"
+    if is_compiled(mode):
+        model = compile_model(model, torch)
+    amp_dtype = policy.dtype if eager_mode(mode).startswith("amp_") else "float32"
     timer = timeit.default_timer
     losses, times = [], []
     skipped_steps, scale, status, detail = 0, (scaler.get_scale() if scaler else math.nan), "ok", ""
 
-    with backend.float32_math(mode == "tf32") as allow_tf32:
+    with backend.float32_math(eager_mode(mode) == "tf32") as allow_tf32:
         per_trial_mem = backend.reset_peak_memory(device)
         model.train()
         for step in range(n_steps):
@@ -266,8 +391,8 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
             sync()
             t0 = timer()
             with autocast_context(mode, policy, torch):
-                logits = model(x_tr[idx])
-                loss = F.cross_entropy(logits.float(), y_tr[idx])
+                logits = model(x_tr[idx])  # (batch, classes), or (batch, seq, vocab) for gpt
+                loss = F.cross_entropy(logits.float().flatten(0, -2), y_tr[idx].flatten())
             opt.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
@@ -297,23 +422,35 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
 
         test_acc = test_loss = math.nan
         if status == "ok":
+            model = getattr(model, "_orig_mod", model)  # a compiled model's module: no recompile for eval
             model.eval()
             correct, loss_sum = 0, 0.0
             with torch.no_grad(), autocast_context(mode, policy, torch):
-                for i in range(0, len(y_te), batch * 4):
-                    logits = model(x_te[i:i + batch * 4]).float()
-                    correct += int((logits.argmax(1) == y_te[i:i + batch * 4]).sum())
-                    loss_sum += float(F.cross_entropy(logits, y_te[i:i + batch * 4], reduction="sum"))
-            test_acc, test_loss = correct / len(y_te), loss_sum / len(y_te)
+                for i in range(0, len(y_te), batch):  # the training batch: a compiled model keeps its shapes
+                    logits = model(x_te[i:i + batch]).float().flatten(0, -2)
+                    target = y_te[i:i + batch].flatten()
+                    correct += int((logits.argmax(1) == target).sum())
+                    loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
+            test_acc, test_loss = correct / y_te.numel(), loss_sum / y_te.numel()
         peak_bytes, mem_kind = backend.peak_memory(device, per_trial=per_trial_mem)
 
     steady = np.asarray(times[warmup:], float)
     median_s = float(np.median(steady)) if len(steady) else math.nan
     iqr_s = float(np.subtract(*np.percentile(steady, [75, 25]))) if len(steady) else math.nan
-    majority = float(np.bincount(data[3].numpy()).max() / len(data[3]))
+    ci_low, ci_high = median_ci95(steady)
+    majority = float(np.bincount(data[3].numpy().ravel()).max() / data[3].numel())
+    samples_per_s = batch * world / median_s if median_s > 0 else math.nan
+    per_example = (training_workloads.items_per_example(trial.workload, amp_cfg)
+                   if trial.workload in training_workloads.PRESETS else 1)
+    counted, analytic = step_flops(trial.workload, amp_cfg, batch, torch)
     return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
-            "step_median_s": median_s, "step_iqr_s": iqr_s,
-            "samples_per_s": batch * world / median_s if median_s > 0 else math.nan,
+            "step_median_s": median_s, "step_iqr_s": iqr_s, "step_ci95_low_s": ci_low, "step_ci95_high_s": ci_high,
+            "samples_per_s": samples_per_s,
+            "tokens_per_s": samples_per_s * per_example if trial.workload == "gpt" else math.nan,
+            "images_per_s": samples_per_s if trial.workload == "resnet" else math.nan,
+            "model_flops_per_step": counted * world, "analytic_flops_per_step": analytic * world,
+            "model_tflops_per_s": counted * world / median_s / 1e12 if median_s > 0 else math.nan,
+            "compile_s": (times[0] - median_s if is_compiled(mode) and times and median_s > 0 else math.nan),
             "peak_mem_bytes": peak_bytes, "mem_kind": mem_kind,
             "first_loss": losses[0] if losses else math.nan,
             "final_loss": float(np.mean(losses[-FINAL_LOSS_STEPS:])) if losses else math.nan,
@@ -331,14 +468,16 @@ def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy
                          replica=replica)
     except Exception as exc:  # one failed trial must not stop the others
         oom = backend.is_oom(exc)
+        compile_failed = not oom and is_compiled(trial.mode) and is_compile_error(exc)
         if oom:
             with contextlib.suppress(Exception):
                 backend.empty_cache(trial.device)
         return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
                 "workload": trial.workload, "mode": trial.mode, "seed": trial.seed,
-                "amp_dtype": policy.dtype if trial.mode.startswith("amp_") else "float32",
+                "amp_dtype": policy.dtype if eager_mode(trial.mode).startswith("amp_") else "float32",
                 "threads": threads, "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
-                "status": "oom" if oom else "error", "status_detail": first_line(exc)}
+                **({"status": "compile_error", "status_detail": compile_reason(exc)} if compile_failed else
+                   {"status": "oom" if oom else "error", "status_detail": first_line(exc)})}
 
 
 def trial_telemetry(window: dict, row: dict) -> dict:
@@ -350,6 +489,80 @@ def trial_telemetry(window: dict, row: dict) -> dict:
     rate = row.get("samples_per_s") if row.get("status") == "ok" else None
     out["samples_per_j"] = tm.per_joule(rate, window.get("energy_j"), duration)
     return out
+
+
+# ---------------------------------------------------------------- batch size and MFU
+
+def find_max_batch(fits: Callable[[int], bool], limit: int, start: int = 1) -> int:
+    """The largest batch in 1 .. ``limit`` for which ``fits(batch)`` holds (False: out of memory), assuming
+    that a batch that fits means every smaller one does: doubling from ``start`` until one does not fit (or
+    ``limit``), then bisecting between the last that fit and the first that did not. 0 when none fits."""
+    lo, hi = 0, None  # lo fits (0: none yet), hi does not
+    b = max(1, min(start, limit))
+    while True:
+        if fits(b):
+            lo = b
+            if b >= limit:
+                return b
+            b = min(limit, 2 * b)
+        else:
+            hi = b
+            break
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+PROBE_STEPS = 2  # training steps a probed batch must survive (the second holds the optimizer's state)
+
+
+def choose_batch(wl_cfg: dict, workload: str, mode: str, data: tuple, policy: AmpPolicy, backend: Backend,
+                 device: str, log=print) -> tuple[int, str]:
+    """(batch, how it was chosen): the configured batch (``fixed``), or with ``batch_size: max`` the largest
+    that trains ``PROBE_STEPS`` steps without running out of memory, up to the training set (``max``)."""
+    if wl_cfg["batch_size"] != "max":
+        return int(wl_cfg["batch_size"]), "fixed"
+    torch = backend.torch
+    limit = len(data[1])
+
+    def fits(batch: int) -> bool:
+        probe_cfg = {**wl_cfg, "batch_size": batch, "steps": PROBE_STEPS, "warmup_steps": 0}
+        trial = Trial(backend.name, device, device, workload, mode, 0)
+        try:
+            run_trial(trial, probe_cfg, data, policy, backend=backend, threads=0, steps_out=[])
+            return True
+        except Exception as exc:
+            if not backend.is_oom(exc):
+                raise
+            with contextlib.suppress(Exception):
+                backend.empty_cache(device)
+            return False
+
+    found = find_max_batch(fits, limit)
+    log(f"amp {device} {workload} {mode}: batch_size max -> {found} (limit {limit}: the training set)")
+    if found < 1:
+        raise RuntimeError(f"amp.{workload}.batch_size: max found no batch that fits in memory")
+    return found, "max"
+
+
+def training_columns(row: dict, backend: Backend, info: dict, policy: AmpPolicy, threads: int, floor: float,
+                     amp_cfg: dict, workload: str) -> dict:
+    """The row's preset, peak TFLOP/s for its precision (``Backend.peak_tflops``), MFU = model FLOPs per second
+    (FlopCounterMode's count) / that peak, and the loss floor of its data."""
+    dtype = peak_dtype(row["mode"], policy)
+    try:
+        peak, source = backend.peak_tflops(info, dtype, threads)
+    except Exception as exc:
+        peak, source = None, f"unknown ({first_line(exc)})"
+    achieved = row.get("model_tflops_per_s", math.nan)
+    mfu = 100 * achieved / peak if peak and isinstance(achieved, float) and math.isfinite(achieved) else math.nan
+    preset = training_workloads.sizes(workload, amp_cfg)["preset"] if workload in training_workloads.PRESETS else ""
+    return {"preset": preset, "peak_dtype": dtype, "peak_tflops": float(peak) if peak else math.nan,
+            "peak_source": str(source), "mfu_pct": mfu, "loss_floor_nats": floor}
 
 
 # ---------------------------------------------------------------- one backend
@@ -365,13 +578,18 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
     policy = backend.amp_policy(amp_cfg["dtype"])
     unsupported = backend.amp_support(policy)
     steps, trials, notes = [], [], {}
+    no_compile = compile_support(backend) if amp_cfg.get("compile") else ""
+    config_seed = run_info["config"].get("seed", 0)
     for device in st.devices:
         info = st.info(device)
         notes[device] = backend.amp_note(info, policy.dtype)
-        modes = modes_for(backend, policy, info)
         dev = None  # the device's columns; it is warmed just before its first trial that is not resumed
         for workload in amp_cfg["workloads"]:
-            data = make_data(workload, amp_cfg, run_info["config"].get("seed", 0), backend.torch)
+            data = make_data(workload, amp_cfg, config_seed, backend.torch)
+            wl_cfg = workload_config(amp_cfg, workload)
+            floor = loss_floor(workload, amp_cfg, config_seed, backend.torch)
+            batches: dict = {}  # mode -> (batch, how it was chosen), once per device and workload
+            modes = modes_for(backend, policy, info, compiled=compiles(amp_cfg, workload))
             for seed in amp_cfg["seeds"]:
                 for mode in modes:  # modes interleaved within a seed: drift hits them alike
                     trial = Trial(backend.name, device, str(info.get("name", device)), workload, mode, seed)
@@ -384,16 +602,35 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
                     if dev is None:
                         dev = {k: v for k, v in st.device_row(device).items() if k not in st.prov}
                     trial_steps: list = []
-                    if unsupported and mode.startswith("amp_"):  # a version floor: never run, said why
+                    why_not = (unsupported if eager_mode(mode).startswith("amp_") else "") or (
+                        no_compile if is_compiled(mode) else "")
+                    if why_not:  # a version floor or no C++ compiler for inductor: never run, said why
                         row = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
-                               "workload": workload, "mode": mode, "seed": seed, "amp_dtype": policy.dtype,
+                               "workload": workload, "mode": mode, "seed": seed,
+                               "amp_dtype": policy.dtype if eager_mode(mode).startswith("amp_") else "float32",
                                "threads": st.threads, "steps": 0, "status": "unsupported",
-                               "status_detail": unsupported}
+                               "status_detail": why_not}
                     else:
-                        with st.telemetry(device).window() as window:  # what the device did during the trial
-                            row = run_trial_safely(trial, amp_cfg, data, policy, backend=backend, threads=st.threads,
-                                                   steps_out=trial_steps)
-                        row.update(trial_telemetry(window.columns(), row))
+                        probe = eager_mode(mode)  # a compiled mode trains the batch its eager mode found
+                        if probe not in batches:
+                            try:
+                                batches[probe] = choose_batch(wl_cfg, workload, probe, data, policy, backend, device,
+                                                              log)
+                            except Exception as exc:  # this mode's trials fail with the reason; others go on
+                                batches[probe] = (0, f"batch search failed: {first_line(exc)}")
+                        batch, how = batches[probe]
+                        if batch:
+                            trial_cfg = {**wl_cfg, "batch_size": batch}
+                            with st.telemetry(device).window() as window:  # what the device did during the trial
+                                row = run_trial_safely(trial, trial_cfg, data, policy, backend=backend,
+                                                       threads=st.threads, steps_out=trial_steps)
+                            row.update(trial_telemetry(window.columns(), row))
+                            row.update(batch_search=how)
+                        else:
+                            row = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
+                                   "workload": workload, "mode": mode, "seed": seed, "threads": st.threads,
+                                   "steps": 0, "status": "error", "status_detail": how, "batch_search": "max"}
+                    row.update(training_columns(row, backend, info, policy, st.threads, floor, amp_cfg, workload))
                     log(f"amp {device} {workload} {mode} seed={seed}: {row['status']} "
                         f"step={row.get('step_median_s', math.nan) * 1e3:.3g} ms acc={row.get('test_acc', math.nan):.3f}"
                         + (f" ({row['status_detail']})" if row.get("status_detail") else ""))

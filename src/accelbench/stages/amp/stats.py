@@ -30,7 +30,24 @@ import pandas as pd
 from ...measure.paired import _t_interval, paired_diff_ci, speedup_ci  # noqa: F401  (re-exported)
 
 BASELINE = "fp32"
+COMPILED = "_compiled"
 MODE_LABEL = {"amp_bf16": "AMP (bf16)", "amp_fp16": "AMP (fp16)", "tf32": "TF32", "fp32": "FP32"}
+
+
+def mode_label(mode: str) -> str:
+    """``AMP (bf16)``, ``FP32 compiled``, ..."""
+    if mode.endswith(COMPILED):
+        base = mode[: -len(COMPILED)]
+        return f"{MODE_LABEL.get(base, base)} compiled"
+    return MODE_LABEL.get(mode, mode)
+
+
+def baseline_of(mode: str, modes) -> str:
+    """What a mode is compared with: a compiled mode with the same precision in eager mode (the compile
+    speedup), every other mode with FP32."""
+    if mode.endswith(COMPILED) and mode[: -len(COMPILED)] in set(modes):
+        return mode[: -len(COMPILED)]
+    return BASELINE
 # summary rows for modes that could not be compared
 STATUS_OK, STATUS_NO_PAIRS, STATUS_ABSENT = "ok", "no_pairs", "absent"
 
@@ -65,13 +82,18 @@ def _fmt_ci(low: float, high: float, fmt: str, sep: str = "-") -> str:
 
 def verdict_text(mode: str, device: str, speedup: float, ci: tuple[float, float], faster: str,
                  parity: str, acc_diff: float, acc_ci: tuple[float, float], tolerance: float,
-                 baseline_step_s: float, baseline_acc: float, device_name: str = "", tf32_measured: bool = False) -> str:
+                 baseline_step_s: float, baseline_acc: float, device_name: str = "", tf32_measured: bool = False,
+                 baseline_mode: str = BASELINE) -> str:
     """One sentence a reader can quote, e.g. ``AMP (bf16) is 0.42x FP32 (slower, ...) on cpu; ...``."""
     word = {"yes": "faster", "no": "slower", "inconclusive": "no clear difference"}[faster]
-    label = MODE_LABEL.get(mode, mode)
+    label = mode_label(mode)
     where = f"{device} ({device_name})" if device_name and device_name != device else device
-    baseline = "FP32 baseline (TF32 off)" if tf32_measured else "FP32 baseline"
-    return (f"{label} is {speedup:.2f}x FP32 ({word}, {_fmt_ci(*ci, '.2f')}x) on {where}; "
+    base_label = mode_label(baseline_mode)
+    if baseline_mode == BASELINE:
+        baseline = "FP32 baseline (TF32 off)" if tf32_measured else "FP32 baseline"
+    else:
+        baseline = f"{base_label} (eager) baseline"
+    return (f"{label} is {speedup:.2f}x {base_label} ({word}, {_fmt_ci(*ci, '.2f')}x) on {where}; "
             f"accuracy parity within {tolerance:g}: {parity} (difference {acc_diff:+.3f}, {_fmt_ci(*acc_ci, '+.3f', '..')}); "
             f"{baseline}: {baseline_step_s * 1e3:.3g} ms/step, held-out accuracy {baseline_acc:.3f}")
 
@@ -95,8 +117,10 @@ def summarize_trials(trials: pd.DataFrame, tolerance: float, amp_notes: dict | N
     rows = []
     keys = ["backend", "device", "device_name", "workload"]
     for (backend, device, device_name, workload), group in trials.groupby(keys, sort=False, dropna=False):
-        base = group[group["mode"] == BASELINE].set_index("seed")
-        for mode in [m for m in dict.fromkeys(group["mode"]) if m != BASELINE]:
+        all_modes = list(dict.fromkeys(group["mode"]))
+        for mode in [m for m in all_modes if m != BASELINE]:
+            baseline_mode = baseline_of(mode, all_modes)
+            base = group[group["mode"] == baseline_mode].set_index("seed")
             cur = group[group["mode"] == mode].set_index("seed")
             ok_seeds = [s for s in cur.index if s in base.index
                         and cur.at[s, "status"] == "ok" and base.at[s, "status"] == "ok"]
@@ -107,10 +131,10 @@ def summarize_trials(trials: pd.DataFrame, tolerance: float, amp_notes: dict | N
             parity = parity_verdict(a_low, a_high, tolerance)
             amp_dtype = str(cur["amp_dtype"].iloc[0]) if len(cur) else ""
             notes = []
-            if mode.startswith("amp_"):
+            if mode.startswith("amp_") and baseline_mode == BASELINE:
                 notes.append(amp_notes.get(device, ""))
-            notes.append(_failed_note(MODE_LABEL.get(mode, mode), cur.reset_index()))
-            notes.append(_failed_note("FP32", base.reset_index()))
+            notes.append(_failed_note(mode_label(mode), cur.reset_index()))
+            notes.append(_failed_note(mode_label(baseline_mode), base.reset_index()))
             if len(ok_seeds) == 1:
                 notes.append("Only one seed pair: no confidence intervals, so faster and accuracy_parity are "
                              "inconclusive by design; list more seeds in amp.seeds.")
@@ -120,20 +144,22 @@ def summarize_trials(trials: pd.DataFrame, tolerance: float, amp_notes: dict | N
                 notes.append(f"The FP32 baseline barely learned (held-out accuracy {base_acc:.3f}, majority class "
                              f"{majority:.3f}): accuracy parity says little here; raise amp.steps.")
             skipped = m["skipped_steps"]
-            if mode == "amp_fp16" and len(skipped) and skipped.sum() > 0:
+            if mode.startswith("amp_fp16") and len(skipped) and skipped.sum() > 0:
                 notes.append(f"GradScaler skipped {int(skipped.sum())} steps over {len(skipped)} trials "
                              f"(inf/NaN gradients; a few at the start are the scale calibrating).")
             if ok_seeds:
                 verdict = verdict_text(mode, device, speedup, (s_low, s_high), faster, parity, acc_diff,
                                        (a_low, a_high), tolerance, float(b["step_median_s"].mean()), base_acc,
-                                       device_name=str(device_name), tf32_measured="tf32" in set(group["mode"]))
+                                       device_name=str(device_name), tf32_measured="tf32" in set(group["mode"]),
+                                       baseline_mode=baseline_mode)
                 status = STATUS_OK
             else:
-                verdict = f"No verdict for {MODE_LABEL.get(mode, mode)} on {device}: no seed where both it and FP32 finished."
+                verdict = (f"No verdict for {mode_label(mode)} on {device}: no seed where both it and "
+                           f"{mode_label(baseline_mode)} finished.")
                 status = STATUS_NO_PAIRS
             rows.append({
                 "backend": backend, "device": device, "device_name": device_name, "workload": workload,
-                "mode": mode, "amp_dtype": amp_dtype, "baseline": BASELINE, "trials": len(ok_seeds),
+                "mode": mode, "amp_dtype": amp_dtype, "baseline": baseline_mode, "trials": len(ok_seeds),
                 "step_s_mean": float(m["step_median_s"].mean()) if ok_seeds else math.nan,
                 "baseline_step_s_mean": float(b["step_median_s"].mean()) if ok_seeds else math.nan,
                 "speedup": speedup, "speedup_ci95_low": s_low, "speedup_ci95_high": s_high,
