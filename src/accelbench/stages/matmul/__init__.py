@@ -3,7 +3,7 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Section, Stage, Table
+from ...plugin import Compare, Figure, Headline, Hook, Resources, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 FIGURES = "accelbench.stages.matmul.figures"
@@ -32,7 +32,9 @@ PLUGIN = Stage(
               added_defaults={"shape_name": "", "gflop_per_j": None, "clock_ramp": None},
               # a matmul file from before shapes holds square points only, so its m and k are its n
               added_from={"m": "n", "k": "n"},
-              check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True),
+              check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True,
+              # the fleet check's figure: each dtype's best TFLOP/s over the sizes
+              headlines=(Headline("matmul_tflops", "tflops", "TFLOP/s", per=("dtype",)),)),
         Table("matmul_soak", "matmul_soak_{backend}.csv",
               cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
                    ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
@@ -72,5 +74,9 @@ PLUGIN = Stage(
                    "n": {"min": 1024, "max": 8192, "step": 512}, "k": {"min": 1024, "max": 16384, "step": 1024},
                    "budget_s": 10.0},  # the 60 s search is bench/search_quality.py's
     },
+    # the fleet node check (accelbench fleet-node): two square sizes, two dtypes, no shapes, search or soak;
+    # seconds on a CPU node (a GPU fleet sets fleet.check.matmul.sizes to e.g. [8192])
+    fleet_check={"sizes": [128, 256], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.1,
+                 "point_budget_s": 2.0, "shapes": [], "soak_s": 0, "search": {"enabled": False}},
     config_key="matmul", resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
 )
