@@ -15,7 +15,7 @@ import pytest
 
 from accelbench import registry
 from accelbench.stages.fleet import verdict as V
-from accelbench.stages.fleet.cli import NODE_FILE
+from accelbench.stages.fleet.plan import NODE_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "Fake CPU"

@@ -19,10 +19,9 @@ import pandas as pd
 from ...reporting.aggregate import aggregate
 from ...run.config import ConfigError, check, load, with_defaults
 from ...run.io import atomic_write_csv
+from .plan import NODE_FILE
 from .verdict import BASELINE_COLUMNS, NodeRecord, Rule, baseline_of, evaluate
 
-NODE_FILE = "fleet_node.json"   # per node folder: what the dispatcher and the node's job know of the node
-FLEET_FILE = "fleet.json"       # per fleet folder: the request (nodes, partition, config) and the jobs
 VERDICTS_FILE = "fleet.csv"     # one row per node (verdict.VERDICT_COLUMNS)
 POINTS_FILE = "fleet_points.csv"  # device and node level headlines, medians, MADs and flags
 

@@ -119,7 +119,12 @@ def headline_points(tables: dict[str, pd.DataFrame], node_of: dict[str, str]) ->
             else:
                 best = vals.max() if h.higher_is_better else vals.min()
             rows.append({**point, "value": float(best), "status": "ok", "detail": ""})
-    return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+    # a node measured as one run per device (all its GPUs at once): name each device by its run too
+    runs_per_node = out.groupby("node")["run_id"].transform("nunique") if not out.empty else out["run_id"]
+    many = runs_per_node > 1
+    out.loc[many, "device"] = out.loc[many, "device"] + "@" + out.loc[many, "run_id"]
+    return out
 
 
 def node_level(points: pd.DataFrame) -> pd.DataFrame:

@@ -77,6 +77,6 @@ PLUGIN = Stage(
     # the fleet node check (accelbench fleet-node): two square sizes, two dtypes, no shapes, search or soak;
     # seconds on a CPU node (a GPU fleet sets fleet.check.matmul.sizes to e.g. [8192])
     fleet_check={"sizes": [128, 256], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.1,
-                 "point_budget_s": 2.0, "shapes": [], "soak_s": 0, "search": {"enabled": False}},
+                 "point_budget_s": 2.0, "fp8": False, "rotate_inputs": False, "shapes": [], "soak_s": 0, "search": {"enabled": False}},
     config_key="matmul", resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
 )
