@@ -184,6 +184,7 @@ def write_node_folders(root: Path, tables: dict[str, pd.DataFrame], records=()) 
         d.mkdir(parents=True)
         (d / registry.RUN_FILE).write_text(json.dumps({"run": r["run_id"], "config": {"backends": ["cpu"]},
                                                        "env": {"SLURMD_NODENAME": node}, "host": "samehost"}))
+        (d / registry.DEVICES_FILE).write_text(json.dumps({"host": "samehost", "env": {"SLURMD_NODENAME": node}}))
         (d / NODE_FILE).write_text(json.dumps({"node": node, "state": "ok", "run_id": r["run_id"]}))
         for name, df in tables.items():
             if name == "runs":
@@ -272,3 +273,106 @@ def test_fleet_config_section_from_the_plugin():
     with pytest.raises(ConfigError, match="fleet.min_devices"):
         check({"fleet": {"min_devices": 2}})
     assert not math.isnan(V.Rule.from_config(config["fleet"]).k_mad)
+
+
+# ---- the report's Fleet section and heat map ---------------------------------------------------------------
+
+def test_report_fleet_section_and_heat_map(tmp_path):
+    from accelbench.reporting import aggregate as A
+    from accelbench.reporting.html import build_context, render
+    from accelbench.reporting.plots import _setup
+    from accelbench.stages.fleet.figures import fig_fleet, heat_matrix
+    from accelbench.stages.fleet.report import fleet_result
+
+    write_node_folders(tmp_path / "fleet-r", fake_tables({"n1": 1.0, "n2": 1.0, "n3": 0.5, "n4": 1.0}))
+    tables, manifest = A.aggregate(tmp_path)
+    result = fleet_result(tables)
+    assert result is not None and result.verdicts.set_index("node").loc["n3", "verdict"] == "slow"
+    matrix, verdicts = heat_matrix(result)
+    assert list(matrix.index)[0] == "n3" and verdicts[0] == "slow"  # flagged nodes first
+    assert matrix.loc["n3", "warmup_warm_s"] == pytest.approx(50, abs=3)  # lower is better: 2x the time is 50%
+    assert matrix.loc["n1", "matmul_tflops:float32"] == pytest.approx(100, abs=3)
+    plt, sns = _setup()
+    fig = fig_fleet(plt, sns, tables, None)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[0] == "n3 (slow)" and len(labels) == 4
+    plt.close(fig)
+    A.write(tables, manifest, tmp_path / "agg")
+    html = render(build_context(tmp_path / "agg", tmp_path / "plots"))
+    section = html[html.index('<section id="fleet">'):]
+    section = section[:section.index("</section>")]
+    assert "4 nodes" in section and section.index(">n3<") < section.index(">n1<")
+    assert "worse than the fleet median" in section
+
+
+def test_report_has_no_fleet_for_one_node(tmp_path):
+    from accelbench.stages.fleet.report import context
+
+    tables = fake_tables({"n1": 1.0})
+    assert context(tables, None, {}) == {"fleet": None}
+
+
+def test_snakemake_fleet_target_submits_from_the_host(tmp_path):
+    """`snakemake fleet` is its own target (not part of all): one local job running accelbench fleet --submit into
+    results/fleet-<run>, with the config's fleet section."""
+    (tmp_path / "config.yaml").write_text("run: lab\nfleet:\n  partition: gpu\n")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "fleet", "-n", "-p", "-s", str(REPO / "Snakefile"),
+                           "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"),
+                           "--profile", str(REPO / "profiles" / "slurm")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "rule fleet:" in out, out
+    assert "accelbench fleet results/fleet-lab --submit --config-json" in out and '"partition": "gpu"' in out
+    assert "rule run_info" not in out  # the fleet check runs nothing of the pipeline here
+
+
+def test_a_node_check_run_expects_only_its_stages_files(tmp_path):
+    """The node check runs a few stages: run-info records them (--stages) and aggregate expects only their files."""
+    from accelbench.reporting.aggregate import expected_files
+
+    stages = [s.name for s in registry.FLEET_STAGES]
+    assert stages and all(any(registry.TABLES[t].headlines for t in s.tables) for s in registry.FLEET_STAGES)
+    every = expected_files({"backends": ["cpu"]})
+    mine = expected_files({"backends": ["cpu"]}, stages)
+    assert mine and set(mine) < set(every)
+    assert all(registry.TABLES[registry.table_of(f)].stage in stages for f in mine)
+    out = tmp_path / "run.json"
+    proc = accelbench("run-info", "--config-json", "{}", "--run", "r1", "--out", str(out), "--stages", ",".join(stages))
+    assert proc.returncode == 0 and json.loads(out.read_text())["stages"] == stages
+    bad = accelbench("run-info", "--config-json", "{}", "--run", "r1", "--out", str(out), "--stages", "nosuch")
+    assert bad.returncode == 2 and "--stages" in bad.stderr
+
+
+def test_node_config_lays_fleet_check_over_the_stages_settings():
+    from accelbench.run.config import ConfigError, with_defaults
+    from accelbench.stages.fleet import plan
+
+    config = with_defaults({})
+    node = plan.node_config(config, "f-n1")
+    for key, section in registry.FLEET_CHECK.items():
+        for k, v in section.items():
+            if not isinstance(v, dict):
+                assert node[key][k] == v, (key, k)
+    key, section = next(iter(registry.FLEET_CHECK.items()))
+    k = next(k for k, v in section.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+    config["fleet"]["check"] = {key: {k: section[k] * 2}}
+    assert plan.node_config(config, "f-n1")[key][k] == section[k] * 2 and node["run"] == "f-n1"
+    config["fleet"]["check"] = {key: {"no_such_key": 1}}
+    with pytest.raises(ConfigError, match="fleet.check"):
+        plan.node_config(config, "f-n1")
+
+
+def test_resolve_nodes_bad_input_lines():
+    from accelbench.run.config import ConfigError
+    from accelbench.stages.fleet import plan
+
+    known = {n: plan.SlurmNode(n, s, ("gpu",)) for n, s in (("a1", "idle"), ("a2", "down*"), ("a3", "drain"))}
+    known["c1"] = plan.SlurmNode("c1", "mix", ("cpu",))
+    assert [n.name for n in plan.resolve_nodes({"partition": "gpu"}, known, ["gpu", "cpu"])] == ["a1", "a2", "a3"]
+    assert [n.unreachable != "" for n in plan.resolve_nodes({"partition": "gpu"}, known, ["gpu"])] == [False, True, True]
+    assert "not responding" in known["a2"].unreachable and known["c1"].unreachable == ""
+    for fleet, key in (({"partition": "nosuch"}, "fleet.partition"), ({"nodes": ["zz"]}, "fleet.nodes"),
+                       ({}, "fleet.nodes"), ({"partition": "gpu", "nodes": ["c1"]}, "fleet.nodes")):
+        with pytest.raises(ConfigError, match=key):
+            plan.resolve_nodes(fleet, known, ["gpu", "cpu"])

@@ -19,6 +19,7 @@ import pandas as pd
 from ...reporting.aggregate import aggregate
 from ...run.config import ConfigError, check, load, with_defaults
 from ...run.io import atomic_write_csv
+from ...run.runinfo import parse_config_json
 from .plan import NODE_FILE
 from .verdict import BASELINE_COLUMNS, NodeRecord, Rule, baseline_of, evaluate
 
@@ -29,6 +30,7 @@ POINTS_FILE = "fleet_points.csv"  # device and node level headlines, medians, MA
 def add_arguments(p) -> None:
     p.add_argument("results", help="the fleet's folder: one run folder per node (what --submit writes)")
     p.add_argument("--configfile", default=None, help="a config file (its fleet section; default: the defaults)")
+    p.add_argument("--config-json", default=None, help="the config as JSON (the Snakemake rule's), instead of a file")
     p.add_argument("--partition", default=None, help="fleet.partition: the SLURM partition to check")
     p.add_argument("--nodes", default=None, help="fleet.nodes, comma-separated (instead of a partition)")
     p.add_argument("--k-mad", type=float, default=None, help="fleet.k_mad")
@@ -41,7 +43,10 @@ def add_arguments(p) -> None:
 
 def fleet_config(args) -> dict:
     """The defaults-filled config with the command line's fleet keys laid over it, checked (ConfigError)."""
-    config = load(args.configfile) if args.configfile else with_defaults({})
+    if args.config_json is not None:
+        config = with_defaults(parse_config_json(args.config_json))
+    else:
+        config = load(args.configfile) if args.configfile else with_defaults({})
     fleet = config["fleet"]
     if args.partition is not None:
         fleet["partition"] = args.partition

@@ -55,7 +55,8 @@ def check_one(run_dir: Path, config: dict, run: str, threads: int, log=print) ->
     run_file = str(run_dir / registry.RUN_FILE)
     cfg = plan.node_config(config, run)
     cfg["cpu_threads"] = threads
-    _call(registry.STAGES["run-info"].module, ["--config-json", json.dumps(cfg), "--run", run, "--out", run_file])
+    _call(registry.STAGES["run-info"].module, ["--config-json", json.dumps(cfg), "--run", run, "--out", run_file,
+                                               "--stages", ",".join(s.name for s in registry.FLEET_STAGES)])
     _call(registry.STAGES["detect"].module, ["--run-file", run_file, "--out", str(run_dir / registry.DEVICES_FILE)])
     errors = []
     for stage in registry.FLEET_STAGES:
