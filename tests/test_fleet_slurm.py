@@ -14,10 +14,15 @@ About 1 to 2 minutes on 2 cores.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 import pandas as pd
 import pytest
@@ -82,16 +87,24 @@ def fleet_cluster():
     if up.returncode != 0:
         subprocess.run(["bash", *down], env=dict(env, PURGE="1"), capture_output=True, check=False)
         pytest.fail(f".ci/slurm-fleet-up.sh failed (rc={up.returncode}):\n{up.stdout[-2000:]}\n{up.stderr[-3000:]}")
+    try:
+        yield env
+    finally:
+        proc = subprocess.run(["timeout", "-k", "10", "120", "bash", *down], env=dict(env, PURGE="1"),
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def slowed_node(fleet_cluster):
+    """n3's slurmd in a capped CPU cgroup while the test runs: every job it starts is capped too."""
     cap = CpuCap(f"accelbench-fleet-{SLOWED}")
     pid = int((BASE / "run" / f"slurmd-{SLOWED}.pid").read_text())
     try:
         cap.hold(pid, *CAP)
-        yield env
+        yield SLOWED
     finally:
         cap.release()
-        proc = subprocess.run(["timeout", "-k", "10", "120", "bash", *down], env=dict(env, PURGE="1"),
-                              capture_output=True, text=True, check=False)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def fleet(env, folder: Path, *args, limit_s: int = 400):
@@ -105,7 +118,7 @@ def jobs_known(env) -> int:
     return len(out.split())
 
 
-def test_slowed_node_is_slow_unreachable_node_failed_the_rest_healthy(fleet_cluster, tmp_path):
+def test_slowed_node_is_slow_unreachable_node_failed_the_rest_healthy(fleet_cluster, slowed_node, tmp_path):
     env = fleet_cluster
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"fleet": {"mem_mb": 400, "runtime_min": 5, "timeout_s": 240, "threads": 1}}))
@@ -142,3 +155,76 @@ def test_bad_input_is_one_line_before_any_job(fleet_cluster, tmp_path, args, key
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and key in proc.stderr, proc.stderr
     assert jobs_known(fleet_cluster) == before and not (tmp_path / "fleet-bad" / "fleet.json").exists()
+
+
+# ---- multi-node scaling: srun + torch.distributed.run, c10d rendezvous, gloo ----------------------------------
+
+def scaling_run(env, tmp: Path, timeout_s: int = 150) -> Path:
+    """run.json of a tiny scaling config: world 1 on this host, and a world of 2 nodes x 1 rank through srun."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_config import SCALING_ON, TINY
+
+    cfg = dict(TINY, run="multinode", scaling=dict(SCALING_ON, world_sizes=[1], nodes=2, ranks_per_node=1,
+                                                   collectives=["all_reduce", "broadcast"], timeout_s=timeout_s,
+                                                   sizes={"min_bytes": 1024, "max_bytes": 32768, "factor": 32}))
+    run = tmp / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "accelbench", "run-info", "--config-json", json.dumps(cfg), "--run",
+                           "multinode", "--out", str(run)], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return run
+
+
+def scaling_argv(run: Path, tmp: Path) -> list[str]:
+    return [sys.executable, "-m", "accelbench", "scaling", "--run-file", str(run), "--backend", "cpu", "--threads", "1",
+            "--out-dir", str(tmp)]
+
+
+def test_two_nodes_one_rank_each_through_srun(fleet_cluster, tmp_path):
+    env = fleet_cluster
+    run = scaling_run(env, tmp_path)
+    proc = subprocess.run(["timeout", "-k", "10", "400", *scaling_argv(run, tmp_path)], capture_output=True,
+                          text=True, env=env, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    summary = pd.read_csv(tmp_path / "scaling_cpu.csv")
+    two = summary[(summary["world_size"] == 2) & (summary["method"] == "ddp")]
+    assert len(two) >= 1 and (two["status"] == "ok").all(), out
+    assert two["scaling_efficiency"].between(0.01, 2.0).all()  # throughput_2 / (2 x throughput_1): a number
+    assert two["loss_matches_single"].astype(str).str.lower().eq("true").all()  # DDP over 2 nodes = one process
+    coll = pd.read_csv(tmp_path / "collectives_cpu.csv")
+    assert set(coll["collective"]) == {"all_reduce", "broadcast"} and (coll["status"] == "ok").all()
+    assert (coll["world_size"] == 2).all() and (coll["busbw_gbps"] > 0).all()
+    # the world was one SLURM allocation of two nodes (its job stays listed for MinJobAge)
+    jobs = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%D|%T"], capture_output=True, text=True,
+                          env=env, check=True).stdout.splitlines()
+    mine = [j.split("|") for j in jobs if j.startswith("accelbench-scaling-")]
+    assert mine and all(d == "2" for _, d, _ in mine), jobs
+
+
+def test_a_killed_nodes_rank_ends_the_world_and_leaves_no_process(fleet_cluster, tmp_path):
+    env = fleet_cluster
+    run = scaling_run(env, tmp_path, timeout_s=120)
+    log = open(tmp_path / "stage.log", "w")
+    stage = subprocess.Popen(scaling_argv(run, tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
+    pid_file = tmp_path / "work" / "scaling_cpu" / "ws2" / "rank1.pid"
+    deadline = time.monotonic() + 180
+    while not pid_file.exists() and time.monotonic() < deadline and stage.poll() is None:
+        time.sleep(0.2)
+    assert pid_file.exists(), (tmp_path / "stage.log").read_text()
+    time.sleep(1.0)  # the world is training
+    victim = int(pid_file.read_text().split()[0])
+    os.kill(victim, signal.SIGKILL)  # node 2's rank dies
+    rank0 = int((pid_file.parent / "rank0.pid").read_text().split()[0])
+    assert stage.wait(timeout=300) == 0, (tmp_path / "stage.log").read_text()
+    summary = pd.read_csv(tmp_path / "scaling_cpu.csv")
+    two = summary[(summary["world_size"] == 2) & (summary["method"] == "ddp")]
+    assert len(two) and two["status"].isin(["error", "timeout"]).all(), summary.to_string()
+    trials = pd.read_csv(tmp_path / "scaling_cpu_trials.csv")
+    assert trials.loc[trials["world_size"] == 2, "status_detail"].astype(str).str.len().gt(0).all()
+    one = summary[(summary["world_size"] == 1) & (summary["method"] == "ddp")]
+    assert (one["status"] == "ok").all()  # the rest still reports
+    for pid in (victim, rank0):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+    left = [p.pid for p in psutil.process_iter(["cmdline"])
+            if "accelbench.stages.scaling.rank" in " ".join(p.info["cmdline"] or [])]
+    assert not left, left
