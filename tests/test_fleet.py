@@ -376,3 +376,42 @@ def test_resolve_nodes_bad_input_lines():
                        ({}, "fleet.nodes"), ({"partition": "gpu", "nodes": ["c1"]}, "fleet.nodes")):
         with pytest.raises(ConfigError, match=key):
             plan.resolve_nodes(fleet, known, ["gpu", "cpu"])
+
+
+def test_kubernetes_fleet_job_is_one_pod_per_node_at_once_running_the_node_check():
+    """profiles/kubernetes/fleet-job.yaml (an example for clusters without SLURM): an Indexed Job whose pods all start
+    at once, at most one per node, each told its node's name, each running a node check accelbench accepts."""
+    import yaml
+
+    from accelbench.cli import build_parser
+
+    job = yaml.safe_load((REPO / "profiles" / "kubernetes" / "fleet-job.yaml").read_text())
+    spec = job["spec"]
+    assert job["kind"] == "Job" and spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] >= 2 and spec["backoffLimit"] == 0
+    pod = spec["template"]["spec"]
+    rule = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert rule["topologyKey"] == "kubernetes.io/hostname"
+    assert rule["labelSelector"]["matchLabels"] == spec["template"]["metadata"]["labels"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["ACCELBENCH_FLEET_NODE"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    command = container["command"]
+    assert command[:2] == ["accelbench", "fleet"]
+    args = build_parser("fleet").parse_args(command[1:])
+    assert args.node and args.results.startswith("/results/") and args.configfile.startswith("/config/")
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/results", "/config"} <= mounts
+
+
+def test_node_name_from_kubernetes_then_slurm_then_host(monkeypatch):
+    from accelbench.stages.fleet import node
+
+    monkeypatch.setenv("SLURMD_NODENAME", "s1")
+    monkeypatch.setenv("ACCELBENCH_FLEET_NODE", "k8s-node-7")
+    assert node.node_name() == "k8s-node-7"
+    monkeypatch.delenv("ACCELBENCH_FLEET_NODE")
+    assert node.node_name() == "s1"
+    runs = pd.DataFrame([{"run_id": "r1", "host": "pod-abc", "env_json": json.dumps({"ACCELBENCH_FLEET_NODE": "k1"})},
+                         {"run_id": "r2", "host": "h2", "env_json": "{}"}])
+    assert V.node_of_runs(runs) == {"r1": "k1", "r2": "h2"}

@@ -28,7 +28,9 @@ from .plan import NODE_FILE
 
 
 def node_name() -> str:
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    """This node's name: ACCELBENCH_FLEET_NODE (Kubernetes: the pod's spec.nodeName), SLURM's, else the host's."""
+    return (os.environ.get("ACCELBENCH_FLEET_NODE") or os.environ.get("SLURMD_NODENAME")
+            or socket.gethostname().split(".")[0])
 
 
 def threads_granted(config: dict) -> int:

@@ -66,7 +66,8 @@ def _text(value) -> str:
 
 
 def node_of_runs(runs: pd.DataFrame) -> dict[str, str]:
-    """run id -> node name: the SLURM node the run ran on (SLURMD_NODENAME in its env_json), else its host."""
+    """run id -> node name: the node the fleet check named (ACCELBENCH_FLEET_NODE: Kubernetes), the SLURM node
+    (SLURMD_NODENAME), else the run's host (its env_json and host columns)."""
     out = {}
     if runs is None or runs.empty:
         return out
@@ -76,7 +77,8 @@ def node_of_runs(runs: pd.DataFrame) -> dict[str, str]:
             env = json.loads(r.get("env_json") or "{}") or {}
         except (TypeError, ValueError):
             pass
-        out[str(r["run_id"])] = str(env.get("SLURMD_NODENAME") or r.get("host") or r["run_id"])
+        out[str(r["run_id"])] = str(env.get("ACCELBENCH_FLEET_NODE") or env.get("SLURMD_NODENAME") or r.get("host")
+                                    or r["run_id"])
     return out
 
 

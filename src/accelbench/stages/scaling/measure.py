@@ -93,7 +93,9 @@ class ScalingRun:
         self.multi_node = None
         if self.cfg["nodes"] > 1:
             self.multi_node = self.cfg["nodes"] * self.cfg["ranks_per_node"]
-            self.plan = [(n, why) for n, why in self.plan if n != self.multi_node] + [(self.multi_node, None)]
+            why = None if shutil.which("srun") else (f"scaling.nodes = {self.cfg['nodes']} starts its world through "
+                                                    "SLURM's srun, which is not on PATH here")
+            self.plan = [(n, w) for n, w in self.plan if n != self.multi_node] + [(self.multi_node, why)]
         local = [n for n, _ in self.plan if n != self.multi_node] or [1]
         self.threads_per_rank = self.backend.threads_per_rank(st.threads, max(local))
         self.data = {}
