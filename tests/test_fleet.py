@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -289,7 +290,7 @@ def test_report_fleet_section_and_heat_map(tmp_path):
     result = fleet_result(tables)
     assert result is not None and result.verdicts.set_index("node").loc["n3", "verdict"] == "slow"
     matrix, verdicts = heat_matrix(result)
-    assert list(matrix.index)[0] == "n3" and verdicts[0] == "slow"  # flagged nodes first
+    assert matrix.index[0] == "n3" and verdicts[0] == "slow"  # flagged nodes first
     assert matrix.loc["n3", "warmup_warm_s"] == pytest.approx(50, abs=3)  # lower is better: 2x the time is 50%
     assert matrix.loc["n1", "matmul_tflops:float32"] == pytest.approx(100, abs=3)
     plt, sns = _setup()
@@ -415,3 +416,39 @@ def test_node_name_from_kubernetes_then_slurm_then_host(monkeypatch):
     runs = pd.DataFrame([{"run_id": "r1", "host": "pod-abc", "env_json": json.dumps({"ACCELBENCH_FLEET_NODE": "k1"})},
                          {"run_id": "r2", "host": "h2", "env_json": "{}"}])
     assert V.node_of_runs(runs) == {"r1": "k1", "r2": "h2"}
+
+
+@pytest.mark.slow
+def test_every_device_of_a_node_is_checked_at_once_in_its_own_process(tmp_path, monkeypatch):
+    """A backend with several devices: one process per device, started together, each seeing only its device
+    (the backend's visible-devices variable), each its own run folder; the judge names each device by its run.
+    Faked here with the CPU backend said to have two devices (the GPU path is untested on hardware)."""
+    from accelbench.run.config import with_defaults
+    from accelbench.stages.fleet import node
+    from accelbench.stages.fleet.cli import judge_folder
+
+    monkeypatch.setattr(node, "visible_variable", lambda b: "ACCELBENCH_TEST_VISIBLE")
+    monkeypatch.setattr(node, "device_count", lambda b: 2)
+    monkeypatch.setenv("ACCELBENCH_FLEET_NODE", "gpu-node-1")
+    config = with_defaults({"cpu_threads": 1, "fleet": {"threads": 1, "check": {
+        "matmul": {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02},
+        "membw": {"max_mb": 1, "min_run_time_s": 0.02}}}})
+    folder = tmp_path / "fleet-d"
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append((time.monotonic(), kwargs["env"]["ACCELBENCH_TEST_VISIBLE"]))
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(node.subprocess, "Popen", popen)
+    assert node.run_node_check(folder, config, log=lambda m: None) == 0
+    assert [v for _, v in started] == ["0", "1"] and started[1][0] - started[0][0] < 2  # together, not in turn
+    runs = sorted(p.parent.name for p in (folder / "gpu-node-1").glob("*/run.json"))
+    assert runs == ["cpu0", "cpu1"]
+    env = json.loads((folder / "gpu-node-1" / "cpu1" / registry.DEVICES_FILE).read_text())["env"]
+    assert env["ACCELBENCH_FLEET_NODE"] == "gpu-node-1"
+    result = judge_folder(folder, config, out=lambda m: None)
+    v = result.verdicts.set_index("node").loc["gpu-node-1"]
+    assert v["devices"] == 2 and v["verdict"] in ("healthy", "slow")  # two devices, too few for a fleet median
+    assert result.points["device"].str.contains("@").all()

@@ -22,9 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 import pandas as pd
+import psutil
 import pytest
 import yaml
 
@@ -159,12 +158,13 @@ def test_bad_input_is_one_line_before_any_job(fleet_cluster, tmp_path, args, key
 
 # ---- multi-node scaling: srun + torch.distributed.run, c10d rendezvous, gloo ----------------------------------
 
-def scaling_run(env, tmp: Path, timeout_s: int = 150) -> Path:
-    """run.json of a tiny scaling config: world 1 on this host, and a world of 2 nodes x 1 rank through srun."""
+def scaling_run(env, tmp: Path, timeout_s: int = 150, ranks_per_node: int = 1) -> Path:
+    """run.json of a tiny scaling config: world 1 on this host, and a world of 2 nodes x ranks_per_node through
+    srun."""
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_config import SCALING_ON, TINY
 
-    cfg = dict(TINY, run="multinode", scaling=dict(SCALING_ON, world_sizes=[1], nodes=2, ranks_per_node=1,
+    cfg = dict(TINY, run="multinode", scaling=dict(SCALING_ON, world_sizes=[1], nodes=2, ranks_per_node=ranks_per_node,
                                                    collectives=["all_reduce", "broadcast"], timeout_s=timeout_s,
                                                    sizes={"min_bytes": 1024, "max_bytes": 32768, "factor": 32}))
     run = tmp / "run.json"
@@ -179,21 +179,31 @@ def scaling_argv(run: Path, tmp: Path) -> list[str]:
             "--out-dir", str(tmp)]
 
 
-def test_two_nodes_one_rank_each_through_srun(fleet_cluster, tmp_path):
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_two_nodes_through_srun(fleet_cluster, tmp_path, ranks_per_node):
+    """2 nodes x 1 rank: efficiency, loss check, collectives over the world; 2 x 2: the collectives also within
+    each node and across the nodes (nccl-tests' split), each in a sub-group of 2."""
     env = fleet_cluster
-    run = scaling_run(env, tmp_path)
+    world = 2 * ranks_per_node
+    run = scaling_run(env, tmp_path, ranks_per_node=ranks_per_node)
     proc = subprocess.run(["timeout", "-k", "10", "400", *scaling_argv(run, tmp_path)], capture_output=True,
                           text=True, env=env, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     summary = pd.read_csv(tmp_path / "scaling_cpu.csv")
-    two = summary[(summary["world_size"] == 2) & (summary["method"] == "ddp")]
+    two = summary[(summary["world_size"] == world) & (summary["method"] == "ddp")]
     assert len(two) >= 1 and (two["status"] == "ok").all(), out
     assert two["scaling_efficiency"].between(0.01, 2.0).all()  # throughput_2 / (2 x throughput_1): a number
     assert two["loss_matches_single"].astype(str).str.lower().eq("true").all()  # DDP over 2 nodes = one process
     coll = pd.read_csv(tmp_path / "collectives_cpu.csv")
     assert set(coll["collective"]) == {"all_reduce", "broadcast"} and (coll["status"] == "ok").all()
-    assert (coll["world_size"] == 2).all() and (coll["busbw_gbps"] > 0).all()
+    assert (coll["busbw_gbps"] > 0).all()
+    scopes = coll.groupby("scope")["world_size"].agg(set).to_dict()
+    if ranks_per_node == 1:
+        assert scopes == {"world": {2}}  # one rank per node: the world is the inter-node measurement
+    else:
+        assert scopes == {"world": {4}, "intra_node": {2}, "inter_node": {2}}, scopes
+        assert len(coll[coll["scope"] == "intra_node"]) == len(coll[coll["scope"] == "world"])
     # the world was one SLURM allocation of two nodes (its job stays listed for MinJobAge)
     jobs = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%D|%T"], capture_output=True, text=True,
                           env=env, check=True).stdout.splitlines()

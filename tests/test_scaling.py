@@ -957,3 +957,45 @@ def test_multi_node_world_without_srun_is_unsupported(tmp_path, monkeypatch):
     run = measure.ScalingRun(st, str(tmp_path / "run.json"), str(tmp_path))
     assert [n for n, _ in run.plan] == [1, 2] and run.multi_node == 2
     assert run.plan[1][1] and "srun" in run.plan[1][1] and run.plan[0][1] is None
+
+
+def test_split_groups_as_nccl_tests_split():
+    """NCCL_TESTS_SPLIT: a world of nodes x local ranks gives each node's ranks (intra) and one local index across
+    the nodes (inter); no split on one node or with one rank per node (the world is the inter-node measurement)."""
+    from accelbench.stages.scaling.rank import split_groups
+
+    assert split_groups(8, 4) == {"intra_node": [[0, 1, 2, 3], [4, 5, 6, 7]],
+                                  "inter_node": [[0, 4], [1, 5], [2, 6], [3, 7]]}
+    assert split_groups(6, 2)["inter_node"] == [[0, 2, 4], [1, 3, 5]]
+    assert split_groups(4, 4) == {} and split_groups(2, 1) == {} and split_groups(1, 1) == {}
+    assert split_groups(6, 4) == {}  # uneven nodes: torchrun would not number them so
+
+
+def test_collectives_in_a_sub_group_pass_the_group_and_its_first_rank():
+    from accelbench.stages.scaling.collectives import TorchCollectives
+
+    calls = []
+
+    class FakeDist:
+        class ReduceOp:
+            MAX, MIN, SUM = "max", "min", "sum"
+
+        def all_reduce(self, t, op=None, group=None):
+            calls.append(("all_reduce", group))
+
+        def broadcast(self, t, src, group=None):
+            calls.append(("broadcast", src, group))
+
+        def all_gather_single(self, out, inp, group=None):
+            calls.append(("all_gather", group))
+
+        def reduce_scatter_single(self, out, inp, group=None):
+            calls.append(("reduce_scatter", group))
+
+    ops = TorchCollectives(FakeDist(), torch, "cpu", 2, group="g1", src=4)
+    for c in ("all_reduce", "broadcast", "all_gather", "reduce_scatter"):
+        ops.call(c, ops.buffers(c, 4))
+    ops.barrier()
+    ops.reduce(1.0, "max")
+    assert calls == [("all_reduce", "g1"), ("broadcast", 4, "g1"), ("all_gather", "g1"), ("reduce_scatter", "g1"),
+                     ("all_reduce", "g1"), ("all_reduce", "g1")]

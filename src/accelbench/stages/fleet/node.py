@@ -123,14 +123,14 @@ def check_devices_at_once(folder: Path, node_dir: Path, config: dict, names: lis
         for i in range(device_count(backend)):
             sub = node_dir / f"{backend}{i}"
             sub.mkdir(parents=True, exist_ok=True)
-            env = dict(os.environ, **{env_var: str(i)}, ACCELBENCH_FLEET_DEVICE=f"{backend}:{i}")
+            env = dict(os.environ, **{env_var: str(i)})
             code = ("import json, sys; from pathlib import Path; from accelbench.stages.fleet import node; "
                     "cfg = json.loads(sys.argv[1]); "
                     "sys.exit(1 if node.check_one(Path(sys.argv[2]), cfg, sys.argv[3], int(sys.argv[4])) else 0)")
             argv = [sys.executable, "-c", code, json.dumps(dict(config, backends=[backend])), str(sub),
                     plan.run_id(folder.name, f"{node_dir.name}-{backend}{i}"), str(max(1, threads // 8))]
-            procs.append((f"{backend}:{i}", subprocess.Popen(argv, env=env, stdout=open(sub / "check.log", "w"),
-                                                             stderr=subprocess.STDOUT)))
+            with open(sub / "check.log", "w") as out:  # the child keeps its own copy of the descriptor
+                procs.append((f"{backend}:{i}", subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)))
     errors = []
     for label, p in procs:
         if p.wait() != 0:

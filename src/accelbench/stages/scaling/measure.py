@@ -178,6 +178,12 @@ class ScalingRun:
                     got = {"collective": collective, "size_bytes": size, "dtype": "float32",
                            "status": status if status != "ok" else "error",
                            "status_detail": detail or "rank 0 wrote no result for this point"}
+                collectives.append({**common, "scope": "world",
+                                    **{k: v for k, v in got.items() if k not in ("kind", "key")}})
+        # a world across nodes with several ranks each: the same points within a node and across nodes (rank.py
+        # split_groups, nccl-tests' NCCL_TESTS_SPLIT); their world_size is the sub-group's
+        for (kind, key), got in sorted(results.items()):
+            if kind == "collective" and key.split("/")[0] in ("intra_node", "inter_node"):
                 collectives.append({**common, **{k: v for k, v in got.items() if k not in ("kind", "key")}})
         return trials, collectives
 
