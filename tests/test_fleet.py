@@ -452,3 +452,49 @@ def test_every_device_of_a_node_is_checked_at_once_in_its_own_process(tmp_path, 
     v = result.verdicts.set_index("node").loc["gpu-node-1"]
     assert v["devices"] == 2 and v["verdict"] in ("healthy", "slow")  # two devices, too few for a fleet median
     assert result.points["device"].str.contains("@").all()
+
+
+def test_dispatch_with_a_fake_slurm_deadline_unreachable_and_lost_jobs(tmp_path, monkeypatch):
+    """--submit's bookkeeping against a fake SLURM: a down node gets no job; a job pending past fleet.timeout_s is
+    cancelled and failed; a job that ended without its node's record is failed naming its state; every sbatch
+    pins its node; the job script quotes every path."""
+    import shlex
+
+    from accelbench.run.config import with_defaults
+    from accelbench.stages.fleet import dispatch, plan
+
+    calls = []
+
+    def fake(argv, timeout=60):
+        calls.append(argv)
+        out = ""
+        if argv[:2] == ["sinfo", "-h"] and "-N" in argv:
+            out = "a1|gpu*|idle\na2|gpu*|mix\na3|gpu*|down*\n"
+        elif argv[:2] == ["sinfo", "-h"]:
+            out = "gpu\n"
+        elif argv[0] == "sbatch":
+            node = next(a for a in argv if a.startswith("--nodelist=")).split("=")[1]
+            out = {"a1": "101", "a2": "102;cluster"}[node] + "\n"
+        elif argv[0] == "squeue":
+            out = "101|COMPLETED|None\n102|PENDING|Resources\n"
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(plan, "run_slurm", fake)
+    config = with_defaults({"fleet": {"partition": "gpu", "timeout_s": 10}})
+    folder = tmp_path / "my fleet"
+    t0 = time.monotonic()
+    request = dispatch.submit(folder, config, log=lambda m: None, poll_s=0.2)
+    assert 10 <= time.monotonic() - t0 < 30
+    assert request["jobs"] == {"a1": "101", "a2": "102"} and request["nodes"] == ["a1", "a2", "a3"]
+    sbatch = [c for c in calls if c[0] == "sbatch"]
+    assert len(sbatch) == 2 and all("--exclusive" in c and "--partition=gpu" in c and "--nodes=1" in c for c in sbatch)
+    assert ["scancel", "102"] in calls
+    rec = {n: json.loads((folder / n / NODE_FILE).read_text()) for n in ("a1", "a2", "a3")}
+    assert rec["a3"]["state"] == "failed" and "down*" in rec["a3"]["error"] and "no job submitted" in rec["a3"]["error"]
+    assert rec["a2"]["state"] == "failed" and "PENDING (Resources); cancelled" in rec["a2"]["error"]
+    assert rec["a1"]["state"] == "failed" and "ended COMPLETED without a result" in rec["a1"]["error"]
+    script = (folder / dispatch.JOB_SCRIPT).read_text().splitlines()[-1]
+    argv = shlex.split(script)
+    assert argv[0] == "exec" and argv[argv.index("fleet") + 1] == str(folder.resolve()) and "--node" in argv
+    with pytest.raises(Exception, match="already holds a fleet check"):
+        dispatch.submit(folder, config, log=lambda m: None)
