@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
