@@ -24,6 +24,7 @@ include: "workflow/rules/detect.smk"
 include: "workflow/rules/devices.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/fleet.smk"
 
 
 rule all:

@@ -903,3 +903,99 @@ def test_a_stopped_stage_takes_its_ranks_with_it(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "stopped: stopped by signal 15" in out, out
     assert not any(launch.pid_alive(p) for p in pids), pids
+
+
+def test_srun_world_runs_one_torchrun_per_node_with_c10d_at_the_first_node(tmp_path):
+    """scaling.nodes > 1: srun's task script finds the allocation's first node and its address with scontrol and
+    starts torch.distributed.run there with c10d rendezvous; every value is an argument, none is in the script
+    (tested here with a fake scontrol and python; the real cluster run is tests/test_fleet_slurm.py)."""
+    from torch.distributed.run import get_args_parser
+
+    from accelbench.run import launch
+
+    argv = launch.srun_torchrun_argv(2, 4, 29511, "accelbench.stages.scaling.rank", ["--backend", "cpu"],
+                                     rdzv_id="accelbench-scaling-1-29511", time_min=3, python="python-x")
+    assert argv[0] == "srun" and "--nodes=2" in argv and "--ntasks-per-node=1" in argv
+    assert "--kill-on-bad-exit=1" in argv and "--time=3" in argv
+    script = argv[argv.index("-c") + 1]
+    assert script == launch.SRUN_TASK and "29511" not in script and "python-x" not in script
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text('#!/bin/sh\nif [ "$2" = hostnames ]; then printf "gpu007\\ngpu008\\n"; '
+                                      'else echo "NodeName=$3 Arch=x86_64 NodeAddr=10.0.0.7 NodeHostName=$3"; fi\n')
+    (bin_dir / "python-x").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu[007-008]"}
+    task = argv[argv.index("bash"):]
+    proc = subprocess.run(task, capture_output=True, text=True, env=env, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    printed = proc.stdout.splitlines()
+    assert printed[:2] == ["-m", "torch.distributed.run"]
+    parsed = get_args_parser().parse_args(printed[2:])
+    assert parsed.nnodes == "2" and parsed.nproc_per_node == "4" and parsed.rdzv_backend == "c10d"
+    assert parsed.rdzv_endpoint == "10.0.0.7:29511" and parsed.rdzv_id == "accelbench-scaling-1-29511"
+    assert parsed.max_restarts == 0 and parsed.training_script == "accelbench.stages.scaling.rank"
+    assert parsed.training_script_args == ["--backend", "cpu"]
+
+
+def test_multi_node_world_without_srun_is_unsupported(tmp_path, monkeypatch):
+    """scaling.nodes 2 where srun is not on PATH: that world is unsupported with the reason, before any launch."""
+    import shutil as _shutil
+
+    from accelbench.stages.scaling import measure
+
+    monkeypatch.setattr(measure.shutil, "which", lambda name: None if name == "srun" else _shutil.which(name))
+
+    from accelbench import backends as B
+
+    st = type("St", (), {})()
+    st.backend = B.get("cpu")
+    st.config = {"scaling": {"nodes": 2, "ranks_per_node": 1, "world_sizes": [1]}, "amp": {}}
+    st.prov, st.devices, st.threads = {}, ["cpu"], 1
+    st.info = lambda device: {"name": "cpu"}
+    run = measure.ScalingRun(st, str(tmp_path / "run.json"), str(tmp_path))
+    assert [n for n, _ in run.plan] == [1, 2] and run.multi_node == 2
+    assert run.plan[1][1] and "srun" in run.plan[1][1] and run.plan[0][1] is None
+
+
+def test_split_groups_as_nccl_tests_split():
+    """NCCL_TESTS_SPLIT: a world of nodes x local ranks gives each node's ranks (intra) and one local index across
+    the nodes (inter); no split on one node or with one rank per node (the world is the inter-node measurement)."""
+    from accelbench.stages.scaling.rank import split_groups
+
+    assert split_groups(8, 4) == {"intra_node": [[0, 1, 2, 3], [4, 5, 6, 7]],
+                                  "inter_node": [[0, 4], [1, 5], [2, 6], [3, 7]]}
+    assert split_groups(6, 2)["inter_node"] == [[0, 2, 4], [1, 3, 5]]
+    assert split_groups(4, 4) == {} and split_groups(2, 1) == {} and split_groups(1, 1) == {}
+    assert split_groups(6, 4) == {}  # uneven nodes: torchrun would not number them so
+
+
+def test_collectives_in_a_sub_group_pass_the_group_and_its_first_rank():
+    from accelbench.stages.scaling.collectives import TorchCollectives
+
+    calls = []
+
+    class FakeDist:
+        class ReduceOp:
+            MAX, MIN, SUM = "max", "min", "sum"
+
+        def all_reduce(self, t, op=None, group=None):
+            calls.append(("all_reduce", group))
+
+        def broadcast(self, t, src, group=None):
+            calls.append(("broadcast", src, group))
+
+        def all_gather_single(self, out, inp, group=None):
+            calls.append(("all_gather", group))
+
+        def reduce_scatter_single(self, out, inp, group=None):
+            calls.append(("reduce_scatter", group))
+
+    ops = TorchCollectives(FakeDist(), torch, "cpu", 2, group="g1", src=4)
+    for c in ("all_reduce", "broadcast", "all_gather", "reduce_scatter"):
+        ops.call(c, ops.buffers(c, 4))
+    ops.barrier()
+    ops.reduce(1.0, "max")
+    assert calls == [("all_reduce", "g1"), ("broadcast", 4, "g1"), ("all_gather", "g1"), ("reduce_scatter", "g1"),
+                     ("all_reduce", "g1"), ("all_reduce", "g1")]

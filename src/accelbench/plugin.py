@@ -84,6 +84,32 @@ class Windows:
 
 
 @dataclass(frozen=True)
+class Headline:
+    """One number a table gives per device (and per value of each ``per`` column): how fast the device is, in
+    one figure. The fleet check (``accelbench fleet``) holds each device's and node's headline against the fleet's
+    median and a stored baseline, so it reads the headlines from here and names no stage.
+
+    ``name``: the metric's name in the fleet table (``<name>:<per values>``); ``column``: the table's column that
+    holds it, in ``unit``; ``higher_is_better``; ``where``: column -> the values a row must have (empty: any);
+    the trusted rows (``columns.TRUSTED``, where the table has a status) of one device reduce to their best value
+    (``max`` when higher is better, else ``min``): the best size of a sweep."""
+
+    name: str
+    column: str
+    unit: str
+    higher_is_better: bool = True
+    per: tuple[str, ...] = ()
+    where: dict = field(default_factory=dict)
+    # take the row with the largest value of this column instead of the best one (membw: the largest array, in
+    # memory rather than a cache; transfer: the largest copy)
+    at_max: str | None = None
+
+    @property
+    def best(self) -> str:
+        return "max" if self.higher_is_better else "min"
+
+
+@dataclass(frozen=True)
 class Table:
     """One tidy table: written per run and backend by its stage (``file``, with ``{backend}``), gathered over
     every run by ``accelbench aggregate`` into ``aggregate/<name>.csv``.
@@ -119,6 +145,7 @@ class Table:
     windows: Windows | None = None  # its rows are windows the telemetry sampler covered
     telemetry_series: bool = False  # its rows are the sampler's readings (the telemetry figure's lines)
     reports_threads: bool = False  # its threads column is the run's thread count (the runs table shows it)
+    headlines: tuple[Headline, ...] = ()  # its one-number-per-device figures (the fleet check reads them)
     stage: str = ""
 
     def expected_from(self, config: dict | None) -> bool:
@@ -239,6 +266,9 @@ class Stage:
     checkpoint: bool = False
     since_config_key: str | None = None
     gpu_check: dict = field(default_factory=dict)
+    # the stage's small config section for the fleet node check (accelbench fleet-node): a short check of every
+    # node at once, sized for seconds on a CPU node (config fleet.check overrides it, e.g. GPU-sized points)
+    fleet_check: dict = field(default_factory=dict)
     # the stage's rules between config keys a schema cannot say: check(config) on the defaults-filled config,
     # raising run.config.ConfigError with one line naming the key (run.config.check_cross_keys calls it)
     config_check: Hook | None = None

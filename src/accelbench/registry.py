@@ -24,7 +24,7 @@ import importlib
 from .columns import (ADDED_COLUMNS as _SHARED_ADDED, DEVICE, DEVICE_WARMUP, PROVENANCE, SAMPLE_COLUMNS,  # noqa: F401
                       TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC, TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC,
                       THROTTLE)
-from .plugin import Figure, Hook, Resources, Section, Stage, Table
+from .plugin import Figure, Headline, Hook, Resources, Section, Stage, Table
 
 # The stage plug-ins, in the order their stages run on one backend (each after the one before: never two at once).
 PLUGINS: tuple[str, ...] = (
@@ -36,6 +36,7 @@ PLUGINS: tuple[str, ...] = (
     "accelbench.stages.amp",
     "accelbench.stages.attention",
     "accelbench.stages.scaling",
+    "accelbench.stages.fleet",
 )
 
 # ---------------------------------------------------------------------------------------------------------
@@ -115,6 +116,12 @@ DEVICE_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES.values() if s.kind ==
 # the stage whose config warms every device before it is measured, and the one whose peak_tflops overrides peaks
 WARMUP: Stage = next(s for s in DEVICE_STAGES if s.warms_devices)
 PEAK_OVERRIDES: Stage = next(s for s in DEVICE_STAGES if s.peak_overrides)
+# Every table's headlines (Table.headlines: one number per device, the fleet check's figures), in stage order.
+HEADLINES: tuple[tuple[str, Headline], ...] = tuple((name, h) for name, t in TABLES.items() for h in t.headlines)
+# The device stages the fleet node check runs (those whose tables declare a headline), in run order, and each one's
+# small config section for it (Stage.fleet_check).
+FLEET_STAGES: tuple[Stage, ...] = tuple(s for s in DEVICE_STAGES if any(TABLES[t].headlines for t in s.tables))
+FLEET_CHECK: dict[str, dict] = {s.config_key: s.fleet_check for s in STAGES.values() if s.config_key and s.fleet_check}
 # the tables written per run (the others are made by aggregate from run.json and devices.json)
 RUN_TABLES = tuple(name for name, t in TABLES.items() if t.file)
 # Documented columns added after files without them were written, and the value such files mean (every table's).

@@ -43,10 +43,16 @@ from ..run.io import atomic_write_csv, atomic_write_json
 
 TABLES = list(registry.TABLES)
 
-def expected_files(config: dict) -> list[str]:
+def expected_files(config: dict, stages: list[str] | None = None) -> list[str]:
     """The CSVs a finished run with this config has (the Snakefile's per-backend outputs; a run made before a
-    stage existed is not expected to have its files)."""
-    return registry.run_files(config.get("backends") or [], config)
+    stage existed is not expected to have its files); a run of some stages only (run.json ``stages``: the fleet
+    node check) has only theirs."""
+    files = registry.run_files(config.get("backends") or [], config)
+    if stages is None:
+        return files
+    wanted = {f for s in registry.DEVICE_STAGES if s.name in stages
+              for b in config.get("backends") or [] for f in registry.stage_files(s, b, config)}
+    return [f for f in files if f in wanted]
 
 
 class Problems:
@@ -291,7 +297,7 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
                               f"{run_info.get('config_hash')}", run_id)
 
         present = sorted(p.name for p in run_dir.glob("*.csv"))
-        for name in expected_files(config):
+        for name in expected_files(config, run_info.get("stages")):
             if name not in present:
                 problems.add(run_dir / name, "missing_file", "missing file (the run's config lists its backend)",
                              run_id)

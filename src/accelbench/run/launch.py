@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,6 +65,47 @@ def torchrun_argv(nproc: int, port: int, module: str, args: list[str], *, python
     return [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(int(nproc)),
             "--master-addr", host, "--master-port", str(int(port)), "--max-restarts", "0",
             "--monitor-interval", "0.2", "-m", module, *args]
+
+
+# What each node's srun task runs: find the allocation's first node and its address (the c10d rendezvous host),
+# then this node's torch.distributed.run; every value arrives as a positional argument, none inside the script.
+SRUN_TASK = (
+    'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
+    'addr=$(scontrol show node "$head" -o | sed -n "s/.* NodeAddr=\\([^ ]*\\).*/\\1/p"); '
+    'py=$1; nn=$2; np=$3; port=$4; id=$5; mod=$6; shift 6; '
+    'exec "$py" -m torch.distributed.run --nnodes "$nn" --nproc-per-node "$np" --rdzv-backend c10d '
+    '--rdzv-endpoint "${addr:-$head}:$port" --rdzv-id "$id" --max-restarts 0 --monitor-interval 0.2 -m "$mod" "$@"'
+)
+
+
+def srun_torchrun_argv(nnodes: int, nproc: int, port: int, module: str, args: list[str], *, rdzv_id: str,
+                       time_min: int, python: str = sys.executable) -> list[str]:
+    """A world across ``nnodes`` SLURM nodes: ``srun`` starts one task per node (a new allocation, or a step of the
+    one this runs in), each running ``torch.distributed.run`` with ``nproc`` ranks and c10d rendezvous at the
+    allocation's first node; ``--kill-on-bad-exit``: a failed node's launcher ends every node's."""
+    return ["srun", f"--nodes={int(nnodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--export=ALL",
+            f"--time={int(time_min)}", f"--job-name={rdzv_id}"[:100], "bash", "-c", SRUN_TASK, "accelbench-world",
+            python, str(int(nnodes)), str(int(nproc)), str(int(port)), rdzv_id, module, *args]
+
+
+def end_slurm_job(name: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> str:
+    """After a multi-node world: kill whatever of the SLURM job ``name`` still runs on any node (a node's launcher
+    that srun's exit left behind: the steps' processes are not this host's children) and wait until SLURM says
+    none of it runs. '' when it is gone, else what is left."""
+    if shutil.which("scancel") is None:
+        return "scancel not on PATH"
+    subprocess.run(["scancel", "--signal=KILL", "--full", f"--name={name}"], capture_output=True, check=False)
+    subprocess.run(["scancel", f"--name={name}"], capture_output=True, check=False)
+    deadline = time.monotonic() + timeout_s
+    left = ""
+    while time.monotonic() < deadline:
+        out = subprocess.run(["squeue", "-h", f"--name={name}", "--states=PENDING,RUNNING,COMPLETING,SUSPENDED",
+                              "-o", "%i %T %N"], capture_output=True, text=True, check=False)
+        left = out.stdout.strip()
+        if out.returncode == 0 and not left:
+            return ""
+        time.sleep(poll_s)
+    return left or "squeue failed"
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__
+from .. import __version__, registry
 from .config import ConfigError, check, config_hash, load_schema, with_defaults
 from .io import atomic_write_json
 from .provenance import git_commit
@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
     p.add_argument("--run", required=True, help="run id")
     p.add_argument("--git-commit", default="", help="commit of the pipeline checkout (default: ask git)")
     p.add_argument("--out", required=True)
+    p.add_argument("--stages", default="", help="the device stages this run runs, comma-separated (empty: every "
+                   "one; the fleet node check runs a few): aggregate expects only their files")
 
 
 def parse_config_json(text: str) -> dict:
@@ -44,7 +46,13 @@ def cli(args) -> int:
     if not args.run:
         raise ConfigError("--run: must not be empty")
     config = with_defaults(config, schema)
+    stages = [s for s in args.stages.split(",") if s]
+    device_stages = [s.name for s in registry.DEVICE_STAGES]
+    for s in stages:
+        if s not in device_stages:
+            raise ConfigError(f"--stages: {s!r} is not a device stage; allowed: {', '.join(device_stages)}")
     atomic_write_json(args.out, {
+        **({"stages": stages} if stages else {}),
         "run": args.run,
         "config": config,
         "config_hash": config_hash(config),

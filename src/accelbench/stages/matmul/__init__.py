@@ -3,7 +3,7 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
-from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
+from ...plugin import Compare, Figure, Headline, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 FIGURES = "accelbench.stages.matmul.figures"
@@ -35,7 +35,9 @@ PLUGIN = Stage(
               check=Hook("accelbench.stages.matmul.checks:check_matmul_points"), reports_threads=True,
               roofline=Roofline(points=Hook("accelbench.stages.matmul.roofline:points"), compute_roof=True,
                                 markers={"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes")}),
-              windows=Windows("matmul", "matmul point", "matmul points", "#4c72b0", "{dtype} n={n}")),
+              windows=Windows("matmul", "matmul point", "matmul points", "#4c72b0", "{dtype} n={n}"),
+              # the fleet check's figure: each dtype's best TFLOP/s over the sizes
+              headlines=(Headline("matmul_tflops", "tflops", "TFLOP/s", per=("dtype",)),)),
         Table("matmul_soak", "matmul_soak_{backend}.csv",
               cols(PROVENANCE, DEVICE, ("dtype", "n", "interval", "t_s", "interval_s", "calls", "tflops"), TELEMETRY,
                    ("gflop_per_j",), THROTTLE, ("clock_settled", "status")),
@@ -77,6 +79,10 @@ PLUGIN = Stage(
                    "n": {"min": 1024, "max": 8192, "step": 512}, "k": {"min": 1024, "max": 16384, "step": 1024},
                    "budget_s": 10.0},  # the 60 s search is bench/search_quality.py's
     },
+    # the fleet node check (accelbench fleet-node): two square sizes, two dtypes, no shapes, search or soak;
+    # seconds on a CPU node (a GPU fleet sets fleet.check.matmul.sizes to e.g. [8192])
+    fleet_check={"sizes": [128, 256], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.1,
+                 "point_budget_s": 2.0, "fp8": False, "rotate_inputs": False, "shapes": [], "soak_s": 0, "search": {"enabled": False}},
     config_key="matmul", peak_overrides=True, resources=Resources(mem_mb=16000, runtime_min=60), method_version=2, checkpoint=True,
     summary=Summary(context=Hook("accelbench.stages.matmul.summary:context"),
                     headline=Hook("accelbench.stages.matmul.summary:headline"), order=10),

@@ -35,7 +35,8 @@ PLUGIN = Stage(
               cols(PROVENANCE, DEVICE, (
                   "collective", "world_size", "devices", "process_group", "size_bytes", "dtype", "median_s",
                   "ci95_low_s", "ci95_high_s", "algbw_gbps", "busbw_gbps", "busbw_factor", "repeats", "status")),
-              extra=("blocks", "calls_per_block", "threads_per_rank", "status_detail"),
+              # scope: world, or (a world across nodes) intra_node / inter_node, nccl-tests' NCCL_TESTS_SPLIT
+              extra=("blocks", "calls_per_block", "threads_per_rank", "status_detail", "scope"),
               numeric=("world_size", "size_bytes", "median_s", "ci95_low_s", "ci95_high_s", "algbw_gbps",
                        "busbw_gbps", "busbw_factor", "repeats"), since="scaling"),
         Table("peer_copy", "peer_copy_{backend}.csv",

@@ -45,8 +45,12 @@ DTYPE = "float32"
 class TorchCollectives:
     """The four collectives on float32 buffers of one rank's device, through ``torch.distributed``."""
 
-    def __init__(self, dist, torch, device: str, world_size: int):
+    def __init__(self, dist, torch, device: str, world_size: int, group=None, src: int = 0):
+        """``group``: a sub-group of the world (None: the world), of ``world_size`` ranks; ``src``: the global rank
+        broadcast sends from (the group's first)."""
         self.dist, self.torch, self.device, self.world = dist, torch, device, int(world_size)
+        self.group, self.src = group, int(src)
+        self._kw = {} if group is None else {"group": group}  # the world: the calls exactly as before sub-groups
         self._token = torch.zeros(1, device=device)
         # torch 2.13 renamed the tensor forms (all_gather_into_tensor -> all_gather_single); older images have only these
         self._all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -64,25 +68,25 @@ class TorchCollectives:
 
     def call(self, collective: str, buffers: tuple) -> None:
         if collective == "all_reduce":
-            self.dist.all_reduce(buffers[0])
+            self.dist.all_reduce(buffers[0], **self._kw)
         elif collective == "all_gather":
-            self._all_gather(buffers[0], buffers[1])
+            self._all_gather(buffers[0], buffers[1], **self._kw)
         elif collective == "reduce_scatter":
-            self._reduce_scatter(buffers[0], buffers[1])
+            self._reduce_scatter(buffers[0], buffers[1], **self._kw)
         elif collective == "broadcast":
-            self.dist.broadcast(buffers[0], src=0)
+            self.dist.broadcast(buffers[0], src=self.src, **self._kw)
         else:
             raise ValueError(f"collective: unknown {collective!r}")
 
     def barrier(self) -> None:
         """Every rank waits here for the others: a one-element all_reduce on the device."""
-        self.dist.all_reduce(self._token)
+        self.dist.all_reduce(self._token, **self._kw)
 
     def reduce(self, value: float, op: str) -> float:
         """``value`` combined over the ranks: ``max``, ``min`` or ``mean``."""
         t = self.torch.tensor([float(value)], dtype=self.torch.float32, device=self.device)
         red = {"max": self.dist.ReduceOp.MAX, "min": self.dist.ReduceOp.MIN}.get(op, self.dist.ReduceOp.SUM)
-        self.dist.all_reduce(t, op=red)
+        self.dist.all_reduce(t, op=red, **self._kw)
         out = float(t.item())
         return out / self.world if op == "mean" else out
 

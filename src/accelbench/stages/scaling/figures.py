@@ -118,6 +118,8 @@ def fig_collective_busbw(plt, sns, tables, series):
     off = _scaling_not_measured(plt, title, df)
     if off is not None:
         return off
+    if "scope" in df.columns:  # the world's points (a split's sub-groups are in the table)
+        df = df[df["scope"].fillna("world").astype(str) == "world"]
     ok = df[(df["status"] == "ok") & (pd.to_numeric(df["busbw_gbps"], errors="coerce") > 0)]
     if ok.empty:
         return _message(plt, title, "No collective was timed: they need a world of 2 ranks or more.")

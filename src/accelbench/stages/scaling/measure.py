@@ -88,7 +88,16 @@ class ScalingRun:
         self.base = {**st.prov, "backend": self.backend.name, "device": self.first,
                      "device_name": st.info(self.first)["name"]}
         self.plan = world_sizes(self.backend, self.devices, st.threads, self.cfg["world_sizes"])
-        self.threads_per_rank = self.backend.threads_per_rank(st.threads, max(n for n, _ in self.plan))
+        # a multi-node world (scaling.nodes > 1): nodes x ranks_per_node ranks through srun, in place of a one-node
+        # world of that size
+        self.multi_node = None
+        if self.cfg["nodes"] > 1:
+            self.multi_node = self.cfg["nodes"] * self.cfg["ranks_per_node"]
+            why = None if shutil.which("srun") else (f"scaling.nodes = {self.cfg['nodes']} starts its world through "
+                                                    "SLURM's srun, which is not on PATH here")
+            self.plan = [(n, w) for n, w in self.plan if n != self.multi_node] + [(self.multi_node, why)]
+        local = [n for n, _ in self.plan if n != self.multi_node] or [1]
+        self.threads_per_rank = self.backend.threads_per_rank(st.threads, max(local))
         self.data = {}
         self.step_times: dict = {}  # (method, workload, mode, world, seed) -> timed step times
 
@@ -104,9 +113,19 @@ class ScalingRun:
             shutil.rmtree(work, ignore_errors=True)  # no pid or result of an earlier attempt may count
             work.mkdir(parents=True)
             port = launch.free_port()
-            argv = launch.torchrun_argv(n, port, RANK_MODULE, args)
+            job = f"accelbench-scaling-{os.getpid()}-{port}"
+            if n == self.multi_node:
+                argv = launch.srun_torchrun_argv(self.cfg["nodes"], self.cfg["ranks_per_node"], port, RANK_MODULE,
+                                                 args, rdzv_id=job, time_min=math.ceil(self.cfg["timeout_s"] / 60) + 1)
+            else:
+                argv = launch.torchrun_argv(n, port, RANK_MODULE, args)
             result = launch.launch(argv, env=env, timeout_s=self.cfg["timeout_s"], log_path=work / "launcher.log",
                                    pid_dir=work, port=port)
+            if n == self.multi_node:  # every node's launcher and ranks end with the world, not SLURM's KillWait later
+                left = launch.end_slurm_job(job)
+                if left:
+                    result.leftover = [*result.leftover, -1]
+                    result.detail = f"{result.detail}; SLURM job {job} still running: {left}".lstrip("; ")
             rows = Checkpoint(work / RESULTS, RESULT_KEY).rows if (work / RESULTS).exists() else {}
             taken = "address already in use" in (work / "launcher.log").read_text(errors="replace").lower()
             if not (result.status == "error" and taken and not rows and attempt == 0):
@@ -159,6 +178,12 @@ class ScalingRun:
                     got = {"collective": collective, "size_bytes": size, "dtype": "float32",
                            "status": status if status != "ok" else "error",
                            "status_detail": detail or "rank 0 wrote no result for this point"}
+                collectives.append({**common, "scope": "world",
+                                    **{k: v for k, v in got.items() if k not in ("kind", "key")}})
+        # a world across nodes with several ranks each: the same points within a node and across nodes (rank.py
+        # split_groups, nccl-tests' NCCL_TESTS_SPLIT); their world_size is the sub-group's
+        for (kind, key), got in sorted(results.items()):
+            if kind == "collective" and key.split("/")[0] in ("intra_node", "inter_node"):
                 collectives.append({**common, **{k: v for k, v in got.items() if k not in ("kind", "key")}})
         return trials, collectives
 

@@ -133,22 +133,52 @@ def train(rank: Rank, config: dict, p: dict, results: Checkpoint | None, log=pri
                 log(f"rank {rank.rank}/{rank.world} {key}: {row['status']}")
 
 
+SCOPES = ("world", "intra_node", "inter_node")
+
+
+def split_groups(world: int, local_world: int) -> dict[str, list[list[int]]]:
+    """nccl-tests' NCCL_TESTS_SPLIT for a world of ``world // local_world`` nodes: the ranks of each node
+    (``intra_node``: node n holds ranks n*L .. n*L+L-1, as torch.distributed.run numbers them) and the ranks of one
+    local index across the nodes (``inter_node``); a split is left out where its groups would be single ranks or
+    the whole world (one node, or one rank per node: there the world is the inter-node measurement)."""
+    L = max(1, int(local_world))
+    if world <= 1 or world % L or L >= world or L < 2:
+        return {}
+    nodes = world // L
+    return {"intra_node": [[n * L + i for i in range(L)] for n in range(nodes)],
+            "inter_node": [[n * L + i for n in range(nodes)] for i in range(L)]}
+
+
 def collectives(rank: Rank, p: dict, results: Checkpoint | None, log=print) -> None:
-    """Every collective x size of the plan under one memory cap shared by all ranks."""
+    """Every collective x size of the plan under one memory cap shared by all ranks: over the world, and where the
+    world spans nodes with several ranks each, over each node's ranks and over one rank per node (``scope``)."""
     backend = rank.backend
     ops = TorchCollectives(dist, torch, rank.device, rank.world)
     sharing = max(1, rank.local_devices.count(rank.device))  # the CPU's ranks share its memory
     cap = ops.reduce(backend.free_bytes(rank.device) / 2 / sharing, "min")
-    for collective in p["collectives"]:
-        for size in p["sizes"]:
-            row = measure_collective(collective, size, ops=ops, sync=rank.sync, world_size=rank.world, cap_bytes=cap,
-                                     min_run_time_s=p["min_run_time_s"])
-            row.update(kind="collective", key=f"{collective}/{size}", requested_bytes=size,
-                       threads_per_rank=rank.threads)
-            if results is not None:
-                results.add(row)
-            log(f"rank {rank.rank}/{rank.world} {collective} {row['size_bytes']} B: {row['status']} "
-                f"busbw {row['busbw_gbps']:.3g} GB/s")
+    scoped = [("world", ops)]
+    if p["collectives"]:
+        for scope, lists in split_groups(rank.world, len(rank.local_devices)).items():
+            mine, _ = dist.new_subgroups_by_enumeration(lists)  # every rank makes every group, in one order
+            members = next(m for m in lists if rank.rank in m)
+            scoped.append((scope, TorchCollectives(dist, torch, rank.device, len(members), group=mine,
+                                                   src=members[0])))
+    for scope, ops in scoped:
+        for collective in p["collectives"]:
+            for size in p["sizes"]:
+                _one_collective(rank, p, results, log, ops, scope, collective, size, cap)
+
+
+def _one_collective(rank, p, results, log, ops, scope, collective, size, cap) -> None:
+    """One point of the plan in one scope; rank 0 records it."""
+    row = measure_collective(collective, size, ops=ops, sync=rank.sync, world_size=ops.world, cap_bytes=cap,
+                             min_run_time_s=p["min_run_time_s"])
+    key = f"{collective}/{size}" if scope == "world" else f"{scope}/{collective}/{size}"
+    row.update(kind="collective", key=key, requested_bytes=size, threads_per_rank=rank.threads, scope=scope)
+    if results is not None:
+        results.add(row)
+    log(f"rank {rank.rank}/{rank.world} {scope} {collective} {row['size_bytes']} B: {row['status']} "
+        f"busbw {row['busbw_gbps']:.3g} GB/s")
 
 
 def _env_int(name: str, default: int | None = None) -> int:

@@ -49,7 +49,9 @@ def scaling_section(tables, series) -> dict:
     if not co.empty:
         c = S.with_series(co[co["collective"].notna() & (co["collective"].astype(str) != "")], series)
         for _, r in c.sort_values(["label", "collective", "world_size", "size_bytes"]).iterrows():
-            coll.append({"label": r["label"], "color": r["color"], "collective": r["collective"],
+            scope = str(r.get("scope", "world"))
+            split = f" ({scope.replace('_', '-')})" if scope not in ("world", "nan", "") else ""
+            coll.append({"label": r["label"], "color": r["color"], "collective": f"{r['collective']}{split}",
                          "world_size": int(r["world_size"]) if r["world_size"] == r["world_size"] else "",
                          "size": S.fmt_num(r["size_bytes"]) + " B", "time": S.fmt_time(r["median_s"]),
                          "algbw": S.fmt_num(r["algbw_gbps"]), "busbw": S.fmt_num(r["busbw_gbps"]),
