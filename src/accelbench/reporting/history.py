@@ -53,6 +53,7 @@ from .history_store import (
     HistoryInputError,
     Series,
     add_record,
+    add_records,
     default_store,
     measured_spread,
     read_points,
@@ -235,8 +236,7 @@ def _cli(args) -> int:
             raise HistoryInputError("add: name at least one run folder (holding run.json)")
         records = [run_record(r) for r in args.runs]  # every run checked before anything is written
         receipt = []
-        for rec in records:
-            added = add_record(store, rec)
+        for rec, added in zip(records, add_records(store, records)):
             receipt.append({"run_id": rec[0]["run_id"], "added": added, "points": len(rec[1])})
             print(f"accelbench history: {rec[0]['run_id']}: "
                   f"{f'{len(rec[1])} point(s) added' if added else 'already in the store'} -> {store}")

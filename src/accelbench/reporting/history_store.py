@@ -31,6 +31,8 @@ from ..measure import samples as sample_table
 DEFAULT_MIN_EFFECT = 0.05  # as accelbench compare's noise floor (docs/comparing.md)
 MIN_SEGMENT = 2  # runs per segment: one run alone is an outlier, not a level
 MIN_SPREAD_RUNS = 3
+EXACT_TAIL = 100  # the latest runs of a series searched run by run
+COARSE_POINTS = 100  # the grid an older stretch is searched on
 LOCK_TIMEOUT_S = 120.0
 SERIES_KEY = ("host", "device_name", "config_hash", "tbl", "backend", "device", "point")
 TESTBED_FIELDS = ("host", "device_name", "container_image", "torch_version", "cuda_version", "hip_version",
@@ -147,24 +149,33 @@ def _insert_points(con, points: pd.DataFrame) -> None:
         con.unregister("new_points")
 
 
-def add_record(store: str | Path, record: tuple[dict, pd.DataFrame]) -> bool:
-    """Add one run's (row, points) to the store, in one transaction; False when its run id is already there
-    (nothing written)."""
+def _write_one(con, record: tuple[dict, pd.DataFrame]) -> bool:
     run, points = record
-    with _writer(Path(store)) as con:
-        if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run["run_id"]]).fetchone():
-            return False
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
-                        [run[c] for c in RUN_COLUMNS])
-            if len(points):
-                _insert_points(con, points)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run["run_id"]]).fetchone():
+        return False
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    [run[c] for c in RUN_COLUMNS])
+        if len(points):
+            _insert_points(con, points)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     return True
+
+
+def add_records(store: str | Path, records: Iterable[tuple[dict, pd.DataFrame]]) -> list[bool]:
+    """Add runs' (row, points) to the store, each in its own transaction, under one lock; per run, False when
+    its run id was already there (nothing written for it)."""
+    with _writer(Path(store)) as con:
+        return [_write_one(con, rec) for rec in records]
+
+
+def add_record(store: str | Path, record: tuple[dict, pd.DataFrame]) -> bool:
+    """Add one run's (row, points) to the store, in one transaction; False when its run id is already there."""
+    return add_records(store, [record])[0]
 
 
 def has_run(store: str | Path, run_id: str) -> bool:
@@ -212,24 +223,53 @@ def _noise(y: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
-def change_points(log_medians: Iterable[float], min_effect: float = DEFAULT_MIN_EFFECT) -> list[int]:
-    """Indices of the runs that start a new level (each a change point), from ruptures' PELT on the log run
-    medians; a step smaller than ``min_effect`` (as a ratio of the segments' medians) is merged away."""
+def _pelt(y: np.ndarray, penalty: float, jump: int = 1) -> list[int]:
     import ruptures as rpt  # lazy: only a series long enough to hold a change needs it
 
+    algo = rpt.Pelt(model="l2", min_size=max(MIN_SEGMENT, jump), jump=jump).fit(y.reshape(-1, 1))
+    return [int(e) for e in algo.predict(pen=penalty)[:-1]]
+
+
+def _refine(y: np.ndarray, cp: int, lo: int, hi: int, width: int) -> int:
+    """The exact best split (least squared error) near a coarse change point, within (lo, hi)."""
+    best, best_cost = cp, math.inf
+    for c in range(max(lo + MIN_SEGMENT, cp - width), min(hi - MIN_SEGMENT, cp + width) + 1):
+        a, b = y[lo:c], y[c:hi]
+        cost = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+        if cost < best_cost:
+            best, best_cost = c, cost
+    return best
+
+
+def change_points(log_medians: Iterable[float], min_effect: float = DEFAULT_MIN_EFFECT) -> list[int]:
+    """Indices of the runs that start a new level (each a change point), from ruptures' PELT on the log run
+    medians; a step smaller than ``min_effect`` (as a ratio of the segments' medians) is merged away.
+
+    The last ``EXACT_TAIL`` runs are searched run by run (where ``--check`` looks); an older stretch of a long
+    series on a grid of every ``ceil(n / COARSE_POINTS)`` runs, each change point then refined to the exact run
+    (PELT in ruptures is pure Python: run by run, 1,000 runs take seconds per point)."""
     y = np.asarray(list(log_medians), float)
     n = len(y)
     if n < 2 * MIN_SEGMENT:
         return []
     sigma = max(_noise(y), 0.25 * math.log1p(min_effect) / 3, 1e-4)  # a perfectly flat series still has a floor
     penalty = 3.0 * sigma ** 2 * math.log(n)
-    ends = rpt.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(y.reshape(-1, 1)).predict(pen=penalty)
-    cps = [int(e) for e in ends[:-1]]
+    if n <= EXACT_TAIL + COARSE_POINTS:
+        cps = _pelt(y, penalty)
+    else:
+        jump = math.ceil(n / COARSE_POINTS)
+        coarse = _pelt(y, penalty, jump)
+        start = n - EXACT_TAIL
+        tail = [start + c for c in _pelt(y[start:], penalty)]
+        bounds = [0, *coarse, n]
+        old = [_refine(y, c, bounds[i], bounds[i + 2], jump) for i, c in enumerate(coarse) if c < start - jump]
+        cps = sorted({*old, *tail})
     threshold = math.log1p(min_effect)
-    while cps:  # merge the smallest step below min_effect, then look again
+    while cps:  # merge the smallest step below min_effect (or a segment too short), then look again
         bounds = [0, *cps, n]
         steps = [abs(np.median(y[bounds[i + 1]:bounds[i + 2]]) - np.median(y[bounds[i]:bounds[i + 1]]))
-                 for i in range(len(cps))]
+                 if bounds[i + 2] - bounds[i + 1] >= MIN_SEGMENT and bounds[i + 1] - bounds[i] >= MIN_SEGMENT
+                 else 0.0 for i in range(len(cps))]
         i = int(np.argmin(steps))
         if steps[i] >= threshold:
             break
