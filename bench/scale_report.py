@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -77,15 +76,17 @@ def make_copies(source: Path, results: Path, n: int) -> list[Path]:
 
 
 def timed(argv: list[str], cwd: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in GB, exit code) of one command, as its own process."""
+    """(wall seconds, peak RSS in GB, exit code) of one command, as its own process under /usr/bin/time (a
+    child forked from this process would count this process's memory in its own peak)."""
+    report = cwd / "time.txt"
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(report), *argv], cwd=cwd,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t
     if proc.returncode:
-        print(f"  {' '.join(argv[2:4])}: exit {proc.returncode}\n{err[-2000:]}", file=sys.stderr)
-    return time.perf_counter() - t, usage.ru_maxrss / 1024 ** 2, proc.returncode  # KiB -> GiB
+        print(f"  {' '.join(argv[2:4])}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
+    kib = int(report.read_text().strip().splitlines()[-1])
+    return wall, kib / 1024 ** 2, proc.returncode  # KiB -> GiB
 
 
 def fixture_source(where: Path) -> Path:

@@ -381,6 +381,12 @@ def telemetry_section(tables, series) -> dict:
         warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
                          "text": f"{ramp['ramp']}/{ramp['known']} matmul points measured before the clock settled "
                                  "(flag clock_ramp)"})
+    for key, count in S.nominal_clock_counts(tables).items():
+        label, color = labels.get(key, (f"{key[0]} · {key[1]}", None))
+        warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
+                         "text": f"clock nominal: the clock reading cannot vary here ({count} row(s) with "
+                                 "clock_source=nominal: a VM's fixed /proc/cpuinfo 'cpu MHz', or a reading that never "
+                                 "changed), so whether the clock had settled is unknown (clock_ramp empty)"})
     soak = []
     for _, r in S.soak_summary(tables.get("matmul_soak")).iterrows():
         label, color = labels.get((r["run_id"], r["device"]), (r["device"], None))
