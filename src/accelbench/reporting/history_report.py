@@ -1,8 +1,8 @@
 """The report's History section and its figure, from the aggregated ``history`` table (``registry.HISTORY_TABLE``,
 every stored run of every point's series, read from the store by ``accelbench aggregate``).
 
-Headline points: the series with a change point first (the latest step's size, largest first), then the others
-in table order, at most ``HEADLINE_MAX``. The figure draws each headline series' run medians over its runs with
+Headline points: the series with a change point first (the latest step's size, largest first), then the others,
+taking one series of each table in turn (so every table gets a panel), at most ``HEADLINE_MAX``. The figure draws each headline series' run medians over its runs with
 the levels between change points and the change points marked; the table beside it says, per headline point,
 how many runs, the latest run median, the last change point and the verdict.
 """
@@ -36,8 +36,20 @@ def headline_series(history: pd.DataFrame, limit: int = HEADLINE_MAX) -> list[st
     for key, g in history.groupby("series", sort=False):
         steps = g.loc[g["change_point"].map(S.as_bool) == True, "step_pct"]
         last = abs(float(steps.iloc[-1])) if len(steps) else 0.0
-        rows.append((0 if len(steps) else 1, -last, order.get(g["table"].iloc[0], 99), str(g["label"].iloc[0]), key))
-    return [r[-1] for r in sorted(rows)[:limit]]
+        rows.append((0 if len(steps) else 1, -last, order.get(g["table"].iloc[0], 99), str(g["label"].iloc[0]), key,
+                     g["table"].iloc[0]))
+    # changed first, largest step first; then one series per table in turn, so every table gets a panel
+    picked, seen = [], {}
+    for r in sorted(rows):
+        seen.setdefault((r[0], r[5]), []).append(r)
+    ordered = sorted(seen.items(), key=lambda kv: (kv[0][0], kv[1][0][1:3]))
+    for changed in (0, 1):
+        queues = [q for (c, _), q in ordered if c == changed]
+        while any(queues) and len(picked) < limit:
+            for q in queues:
+                if q and len(picked) < limit:
+                    picked.append(q.pop(0)[4])
+    return picked
 
 
 def history_context(tables, series, ctx) -> dict:
