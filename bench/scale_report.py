@@ -5,7 +5,8 @@ a day apart; the last 40% of the copies are made 12% slower on every compared po
 History section must show). Every copy is added to the history store first (``accelbench history add``, what
 each nightly run does once when it finishes; timed on its own), then ``accelbench aggregate`` (default focus:
 the latest runs in full, the rest as history), ``plots`` and ``report`` run as separate processes, each timed
-with its peak memory (the child's ru_maxrss, from os.wait4), and the report's size is measured.
+(wall and CPU seconds: on a shared machine the CPU time is the better guess of a quiet one's wall time) with its
+peak memory (the child's ru_maxrss, from os.wait4), and the report's size is measured.
 
     python bench/scale_report.py                          # the test fixture's CPU run as the source
     python bench/scale_report.py --source results/myrun --counts 1 100 1000 --out scale.csv
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,9 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from accelbench import registry  # noqa: E402
+from accelbench import registry
 
 STEP_AT = 0.6  # the fraction of copies before the planted step
 STEP = 1.12
@@ -75,23 +77,27 @@ def make_copies(source: Path, results: Path, n: int) -> list[Path]:
                      t0 + timedelta(days=i)) for i in range(n)]
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in GB, exit code) of one command, as its own process under /usr/bin/time (a
-    child forked from this process would count this process's memory in its own peak)."""
+def timed(argv: list[str], cwd: Path) -> tuple[float, float, int, float]:
+    """(wall seconds, peak RSS in GB, exit code, CPU seconds) of one command, as its own process under
+    /usr/bin/time (a child forked from this process would count this process's memory in its own peak). On a
+    shared machine the CPU seconds (user + system) are the better guess of a quiet machine's wall time: each
+    step is one thread."""
     report = cwd / "time.txt"
     t = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(report), *argv], cwd=cwd,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", str(report), *argv], cwd=cwd,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
     wall = time.perf_counter() - t
     if proc.returncode:
         print(f"  {' '.join(argv[2:4])}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
-    kib = int(report.read_text().strip().splitlines()[-1])
-    return wall, kib / 1024 ** 2, proc.returncode  # KiB -> GiB
+    kib, user, system = report.read_text().strip().splitlines()[-1].split()
+    return wall, int(kib) / 1024 ** 2, proc.returncode, float(user) + float(system)  # KiB -> GiB
 
 
 def fixture_source(where: Path) -> Path:
     sys.path.insert(0, str(REPO / "tests"))
-    from fixture_runs import write_fixture_results  # the tests' realistic CPU run (every table, samples)
+    from fixture_runs import (
+        write_fixture_results,  # the tests' realistic CPU run (every table, samples)
+    )
 
     write_fixture_results(where, ("cpu",))
     return where / "laptop-cpu"
@@ -104,7 +110,7 @@ def bench(source: Path, n: int, work: Path) -> dict:
     copy_s = time.perf_counter() - t
     py = [sys.executable, "-m", "accelbench"]
     runs = sorted(str(p) for p in results.iterdir() if (p / registry.RUN_FILE).is_file())
-    add_s, add_gb, rc = timed([*py, "history", "add", *runs, "--store", str(results / registry.HISTORY_FILE)], work)
+    add_s, add_gb, rc, _ = timed([*py, "history", "add", *runs, "--store", str(results / registry.HISTORY_FILE)], work)
     assert rc == 0, "history add failed"
     agg, plots, html = results / registry.AGGREGATE_DIR, results / registry.PLOTS_DIR, results / registry.REPORT_HTML
     a = timed([*py, "aggregate", "--results", str(results), "--allow-incomplete"], work)
@@ -114,7 +120,8 @@ def bench(source: Path, n: int, work: Path) -> dict:
     row = {"runs": n, "copy_s": round(copy_s, 1), "history_add_s": round(add_s, 1), "history_add_gb": round(add_gb, 2),
            "aggregate_s": round(a[0], 1), "aggregate_gb": round(a[1], 2), "plots_s": round(p[0], 1),
            "plots_gb": round(p[1], 2), "report_s": round(r[0], 1), "report_gb": round(r[1], 2),
-           "total_s": round(a[0] + p[0] + r[0], 1), "peak_gb": round(max(a[1], p[1], r[1]), 2),
+           "total_s": round(a[0] + p[0] + r[0], 1), "total_cpu_s": round(a[3] + p[3] + r[3], 1),
+           "load_avg": round(os.getloadavg()[0], 1), "peak_gb": round(max(a[1], p[1], r[1]), 2),
            "report_mb": round(html.stat().st_size / 1e6, 2) if html.is_file() else None,
            "store_mb": round((results / registry.HISTORY_FILE).stat().st_size / 1e6, 1),
            "history_shown": 'id="history-table"' in report, "ok": not (a[2] or p[2] or r[2])}
