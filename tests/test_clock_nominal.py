@@ -28,7 +28,7 @@ def reader(tmp_path: Path, cpuinfo: str, cpufreq_khz: int | None = None) -> tm.C
         if cpufreq_khz:
             (sys_root / "devices/system/cpu" / f"cpu{c}" / "cpufreq").mkdir(exist_ok=True)
             (sys_root / "devices/system/cpu" / f"cpu{c}" / "cpufreq" / "scaling_cur_freq").write_text(str(cpufreq_khz))
-    psutil = SimpleNamespace(sensors_temperatures=lambda: {}, cpu_percent=lambda percpu=False: [50.0, 50.0])
+    psutil = SimpleNamespace(sensors_temperatures=dict, cpu_percent=lambda percpu=False: [50.0, 50.0])
     return tm.CpuSysfsReader(sys_root=sys_root, proc_root=proc_root, cpus=[0, 1], psutil_module=psutil).open()
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fixture_runs import write_fixture_results
 
 from accelbench import registry
 from accelbench.cli import main
 from accelbench.measure import samples as sample_table
 from accelbench.reporting import history as H
 from accelbench.reporting import history_store as HS
-from fixture_runs import write_fixture_results
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("scale_report", REPO / "bench" / "scale_report.py")
@@ -69,7 +69,7 @@ def test_round_trip_keeps_each_points_run_median(source, tmp_path):
     for _, row in csv.iterrows():
         expect = row[median]
         got = stored.get(sample_table.point_key(table, row))
-        if expect == expect and expect > 0:
+        if pd.notna(expect) and expect > 0:
             assert got == pytest.approx(expect, rel=1e-12)
     # the testbed: host, device model, config hash and versions, and its hash
     first = back.iloc[0]
@@ -252,7 +252,7 @@ def test_measured_spread_is_the_sd_of_log_run_medians_since_the_last_change_poin
     runs = series_runs(source, results, before + [1.3 * f for f in after])
     store = results / registry.HISTORY_FILE
     HS.add_records(store, [H.run_record(r) for r in runs])
-    table, median = some_point()
+    table, _ = some_point()
     row = pd.read_csv(source / registry.TABLES[table].filename("cpu")).query("status == 'ok'").iloc[0]
     run, _ = H.run_record(source)
     testbed = {"host": run["host"], "config_hash": run["config_hash"], "device_name": row["device_name"]}
