@@ -287,3 +287,10 @@ def test_history_section_shows_each_headline_trend_and_its_change_point(fixtures
     verdicts = [e["attrs"].get("data-verdict") for e in two if e.get("section") == "history" and e["tag"] == "tr"
                 and e["attrs"].get("data-verdict")]
     assert verdicts and set(verdicts) == {"same"}
+
+
+def test_history_section_says_which_runs_are_in_full(fixtures):
+    html = fixtures("history")["report"].read_text()
+    focus = [e for e in parse(html) if e["attrs"].get("id") == "history-focus"]
+    assert focus and "The latest 5 of the 13 runs under results/ are shown in full" in focus[0]["text"]
+    assert 'id="history-focus"' not in fixtures("two_runs")["report"].read_text()  # every run is in full there

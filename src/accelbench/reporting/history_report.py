@@ -54,8 +54,10 @@ def headline_series(history: pd.DataFrame, limit: int = HEADLINE_MAX) -> list[st
 
 def history_context(tables, series, ctx) -> dict:
     h = tables.get(registry.HISTORY_TABLE)
+    focus = (ctx.get("manifest") or {}).get("focus") or {}
+    in_focus = {"n": len(focus.get("runs") or []), "of": int(focus.get("of") or 0)}
     if h is None or h.empty:
-        return {"history": {"rows": [], "n_series": 0, "n_runs": 0, "n_changed": 0, "n_slower": 0}}
+        return {"history": {"rows": [], "n_series": 0, "n_runs": 0, "n_changed": 0, "n_slower": 0, "focus": in_focus}}
     rows = []
     for key in headline_series(h):
         g = h[h["series"] == key].sort_values("run_index")
@@ -74,7 +76,7 @@ def history_context(tables, series, ctx) -> dict:
     return {"history": {"rows": rows, "n_series": int(per_series.ngroups),
                         "n_runs": int(h["run_id"].nunique()),
                         "n_changed": int((per_series["change_point"].apply(lambda c: c.map(S.as_bool).any())).sum()),
-                        "n_slower": int((verdicts == "slower").sum())}}
+                        "n_slower": int((verdicts == "slower").sum()), "focus": in_focus}}
 
 
 def fig_history(plt, sns, tables, series):
