@@ -158,6 +158,11 @@ def test_two_runs_finishing_at_once_both_land(source, tmp_path):
     procs = [subprocess.Popen([sys.executable, str(script), str(store), str(run), str(tmp_path / f"in-{run.name}"),
                                "1.5"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for run in (a, b)]
+    seen = set()
+    while any(p.poll() is None for p in procs):  # a reader meanwhile (aggregate, the report) waits, never fails
+        if any((tmp_path / f"in-{run.name}").exists() for run in (a, b)):  # a writer is inside its transaction
+            seen |= set(HS.read_runs(store)["run_id"])
+        time.sleep(0.1)
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and b"done" in out, err.decode()

@@ -116,14 +116,20 @@ def reader(store: str | Path):
     store = Path(store)
     if not store.is_file():
         raise HistoryInputError(f"{store}: no history store (a finished run adds itself: accelbench history add RUN)")
-    try:
-        con = _connect(store, read_only=True)
-    except duckdb.Error as exc:
-        raise HistoryInputError(f"{store}: not a readable history store ({str(exc).splitlines()[0]})") from None
-    try:
+    deadline = time.monotonic() + 2.0  # a store being created: its first writer adds the tables at once
+    while True:
+        try:
+            con = _connect(store, read_only=True)
+        except duckdb.Error as exc:
+            raise HistoryInputError(f"{store}: not a readable history store ({str(exc).splitlines()[0]})") from None
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if not {"runs", "points"} <= tables:
+        if {"runs", "points"} <= tables:
+            break
+        con.close()
+        if time.monotonic() > deadline:
             raise HistoryInputError(f"{store}: not a history store (no runs/points tables)")
+        time.sleep(0.1)
+    try:
         yield con
     finally:
         con.close()
