@@ -250,7 +250,7 @@ class _CumsumL2:
 
 def _pelt(y: np.ndarray, penalty: float, jump: int = 1) -> list[int]:
     import ruptures as rpt  # lazy: only a series long enough to hold a change needs it
-    from ruptures.base import BaseCost
+    from ruptures.base import BaseCost  # lazy, as ruptures above
 
     cost = type("CumsumL2", (_CumsumL2, BaseCost), {})()
     algo = rpt.Pelt(custom_cost=cost, min_size=max(MIN_SEGMENT, jump), jump=jump).fit(y.reshape(-1, 1))
