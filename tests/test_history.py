@@ -208,6 +208,10 @@ def test_check_finds_the_planted_slowdown_at_the_right_run(source, tmp_path, cap
     assert main(["history", "--store", str(store), "--check"]) == 1
     out = capsys.readouterr().out
     assert "slower" in out and "since run night-008" in out and "<- change point +" in out
+    # --recent: the change point is 6 runs back; counted within the last 6, not within the last 5
+    assert main(["history", "--store", str(store), "--check", "--recent", "6"]) == 1
+    assert main(["history", "--store", str(store), "--check", "--recent", "5"]) == 0
+    assert main(["history", "--store", str(store), "--check", "--recent", "-1"]) == 2
     # filtered to one table, and a min_effect above the step: no verdict of slower
     table, _ = some_point()
     assert main(["history", "--store", str(store), "--check", "--table", table, "--min-effect", "0.3"]) == 0

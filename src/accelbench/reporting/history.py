@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -57,7 +56,6 @@ from .history_store import (
     default_store,
     measured_spread,
     read_points,
-    read_runs,
     reader,
     series_of,
     testbed_id,
@@ -211,6 +209,9 @@ def add_arguments(p) -> None:
                         "--min-effect, 0 otherwise, 2 on unusable input")
     p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT,
                    help=f"the smallest step that counts, as a fraction (default {DEFAULT_MIN_EFFECT})")
+    p.add_argument("--recent", type=int, default=0, metavar="K",
+                   help="with --check: only a change point within a series' last K runs counts (0, the default: any; "
+                        "a CI gate that should stop failing once a slowdown has been accepted sets it)")
     p.add_argument("--table", default=None, help="only this table's points")
     p.add_argument("--match", default=None, help="only points whose label contains this text")
     p.add_argument("--host", default=None, help="only this host's points")
@@ -229,6 +230,8 @@ def cli(args) -> int:
 
 def _cli(args) -> int:
     store = Path(args.store) if args.store else default_store()
+    if args.recent < 0:
+        raise HistoryInputError(f"--recent: {args.recent} is negative; allowed: 0 (any change point) or a count of runs")
     if not (0 < args.min_effect < 1):
         raise HistoryInputError(f"--min-effect: {args.min_effect} is not a fraction between 0 and 1 (e.g. 0.05)")
     if args.action == "add":
@@ -258,33 +261,18 @@ def _cli(args) -> int:
     print(format_series(series, full=args.full, min_effect=args.min_effect))
     if not args.check:
         return 0
-    slower = [s for s in series if s.verdict(args.min_effect) == "slower"]
-    faster = [s for s in series if s.verdict(args.min_effect) == "faster"]
+    def counts(s) -> bool:  # with --recent K, only a change point within the series' last K runs
+        return not args.recent or (bool(s.cps) and len(s.runs) - s.cps[-1] <= args.recent)
+
+    slower = [s for s in series if s.verdict(args.min_effect) == "slower" and counts(s)]
+    faster = [s for s in series if s.verdict(args.min_effect) == "faster" and counts(s)]
     short = sum(len(s.runs) < 2 * MIN_SEGMENT for s in series)
     print(f"accelbench history --check: {len(series)} series; {len(slower)} slower, {len(faster)} faster past "
-          f"their last change point (min_effect {100 * args.min_effect:g}%)"
+          f"their last change point (min_effect {100 * args.min_effect:g}%"
+          + (f", a change point within the last {args.recent} runs" if args.recent else "") + ")"
           + (f"; {short} too short to hold a change point (< {2 * MIN_SEGMENT} runs)" if short else ""))
     for s in slower:
         print(f"  slower: {s.label} {100 * (s.latest_step() - 1):+.1f}% since run "
               f"{s.runs['run_id'].iloc[s.cps[-1]]}")
     return 1 if slower else 0
-
-
-def ingest_quietly(store: str | Path, run_dirs: Iterable[str | Path]) -> list[str]:
-    """Add run folders not yet in the store (aggregate calls it for each sound run it read); returns the ids
-    added. A run that cannot be read is left out (aggregate has already named its problem)."""
-    added = []
-    store = Path(store)
-    known = set(read_runs(store)["run_id"]) if store.is_file() else set()
-    for d in run_dirs:
-        try:
-            info = _load_json(Path(d) / registry.RUN_FILE)
-            if str(info.get("run") or Path(d).name) in known:
-                continue
-            rec = run_record(d)
-        except HistoryInputError:
-            continue
-        if add_record(store, rec):
-            added.append(rec[0]["run_id"])
-    return added
 
