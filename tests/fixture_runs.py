@@ -712,7 +712,9 @@ def build(base: Path, name: str) -> dict:
     the CUDA matmul file truncated, aggregated with --allow-incomplete (its report reuses two_runs' figures);
     ``empty``: a results folder without runs, aggregated with --allow-incomplete; ``compared``: the CPU run and
     the same laptop with 1 thread (``write_slower_cpu_run``), compared by ``accelbench compare`` and reported with
-    its "Compared with" section.
+    its "Compared with" section; ``history``: the CPU run and twelve nightly copies of it, the last five 20%
+    slower (a change point at night-007), each added to the history store as the pipeline does, aggregated with
+    the default focus (the latest five runs in full, the rest as history).
     """
     from accelbench.cli import main
 
@@ -722,13 +724,19 @@ def build(base: Path, name: str) -> dict:
     results = root / "results"
     results.mkdir(parents=True)
     which = {"two_runs": ("cpu", "cuda"), "cpu_only": ("cpu",), "incomplete": ("cpu", "cuda"), "empty": (),
-             "compared": ("cpu",)}[name]
+             "compared": ("cpu",), "history": ("cpu",)}[name]
     write_fixture_results(results, which)
+    if name == "history":
+        write_nightly_copies(results / "laptop-cpu", results, [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0,
+                                                               1.2, 1.21, 1.19, 1.2, 1.22])
     comparison = []
     if name == "compared":
         write_slower_cpu_run(results)
         assert main(["compare", "--results", str(results), "laptop-cpu", "laptop-cpu-1t"]) == 1
         comparison = ["--comparison", str(results / "compare" / "laptop-cpu__laptop-cpu-1t.csv")]
+    runs = sorted(str(d) for d in results.iterdir() if (d / registry.RUN_FILE).is_file())
+    if runs:  # each finished run adds itself to the history store (the pipeline's history rule)
+        assert main(["history", "add", *runs, "--store", str(results / registry.HISTORY_FILE)]) == 0
     if name == "incomplete":
         corrupt(results / "gpu-node-h100" / "matmul_cuda.csv", "truncate")
     agg, plots, report = results / "aggregate", results / "plots", results / "report.html"
@@ -743,6 +751,19 @@ def build(base: Path, name: str) -> dict:
                  *comparison]) == 0
     _BUILT[name] = {"results": results, "aggregate": agg, "plots": plots, "report": report}
     return _BUILT[name]
+
+
+def write_nightly_copies(source: Path, results: Path, factors) -> list[Path]:
+    """Copies of a run a day apart (``night-000``...), every compared median times its factor
+    (bench/scale_report.py's ``copy_run``)."""
+    import importlib.util
+    from datetime import datetime, timedelta, timezone
+
+    spec = importlib.util.spec_from_file_location("scale_report", REPO / "bench" / "scale_report.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    return [bench.copy_run(source, results, f"night-{i:03d}", f, t0 + timedelta(days=i)) for i, f in enumerate(factors)]
 
 
 def add_absent_backend(run_dir: Path, backend: str = "cuda") -> None:

@@ -79,7 +79,7 @@ def open_report(driver, report: Path) -> dict:
 
 
 
-@pytest.mark.parametrize("name", ["two_runs", "incomplete", "compared"])
+@pytest.mark.parametrize("name", ["two_runs", "incomplete", "compared", "history"])
 def test_report_in_chromium(browser, fixtures, name):
     report = fixtures(name)["report"]
     seen = open_report(browser, report)
@@ -89,8 +89,8 @@ def test_report_in_chromium(browser, fixtures, name):
         "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
     names = [alt for alt, _, _ in images]
     assert len(names) == len(set(names)) and set(names) <= set(registry.FIGURES) | {"comparison"}, names
-    if name == "compared":  # CPU runs only, scaling off: no transfer or scaling figures; the comparison's first
-        assert names[0] == "comparison"
+    if name in ("compared", "history"):  # CPU runs only, scaling off: no transfer or scaling figures
+        assert (names[0] == "comparison") == (name == "compared")  # the comparison's first
         assert set(registry.FIGURES) - set(names) == {"transfer", "scaling_efficiency", "collective_busbw",
                                                       "peer_copy"}, names
     else:  # every registry figure
@@ -136,11 +136,20 @@ def test_report_in_chromium(browser, fixtures, name):
         assert "threads" in section["prov"] and "cpu_threads" in section["prov"]
         browser.execute_script("document.getElementById('compare').scrollIntoView()")
         browser.save_screenshot(str(screenshot_dir() / f"report-{name}-section-{WIDTH}x{HEIGHT}.png"))
-    if name in ("two_runs", "compared"):
+    if name == "history":  # the History section: its figure decoded at full width, the change point in its table
+        section = browser.execute_script("""
+            const s = document.getElementById('history'), img = s.querySelector('img');
+            return {img: img ? [img.naturalWidth, img.getBoundingClientRect().width] : null,
+                    rows: Array.from(s.querySelectorAll('#history-table tbody tr')).map(r => [r.dataset.verdict, r.innerText])};""")
+        assert section["img"][0] > 800 and 0 < section["img"][1] <= WIDTH
+        assert section["rows"] and all(v == "slower" and "night-007" in t for v, t in section["rows"])
+        browser.execute_script("document.getElementById('history').scrollIntoView()")
+        browser.save_screenshot(str(screenshot_dir() / f"report-{name}-section-{WIDTH}x{HEIGHT}.png"))
+    if name in ("two_runs", "compared"):  # (five runs in full, as in the history fixture, make a taller summary)
         # the whole summary (best TFLOP/s, CPU speedup, AMP verdicts) is visible without scrolling
         for card, box in boxes.items():
             assert box["height"] > 50 and 0 <= box["top"] and box["bottom"] <= HEIGHT, (card, box)
-    else:
+    elif name == "incomplete":
         banner = browser.execute_script(
             "const r = document.getElementById('incomplete').getBoundingClientRect(); return [r.top, r.bottom];")
         assert 0 <= banner[0] < banner[1] <= HEIGHT  # the warning is the first thing seen

@@ -47,6 +47,20 @@ def test_every_stage_output_exists(tiny_run):
 
 
 @pytest.mark.slow
+def test_the_finished_run_is_in_the_history_store(tiny_run):
+    """The history rule added the run (its receipt in the run folder), and the report's History section reads it."""
+    from accelbench.reporting import history_store
+
+    receipt = json.loads((tiny_run / "results" / "tiny" / registry.HISTORY_RECEIPT).read_text())
+    assert receipt["runs"][0]["run_id"] == "tiny" and receipt["runs"][0]["points"] > 0
+    points = history_store.read_points(tiny_run / "results" / registry.HISTORY_FILE)
+    assert set(points["run_id"]) == {"tiny"} and len(points) == receipt["runs"][0]["points"]
+    hist = pd.read_csv(tiny_run / "results" / "aggregate" / f"{registry.HISTORY_TABLE}.csv")
+    assert set(hist["run_id"]) == {"tiny"}
+    assert '<section id="history">' in (tiny_run / "results" / "report.html").read_text()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name,kind", [(name, registry.table_of(name)) for name in registry.run_files(["cpu"])])
 def test_documented_columns(tiny_run, name, kind):
     df = pd.read_csv(tiny_run / "results" / "tiny" / name)

@@ -262,3 +262,35 @@ def test_amp_verdicts_are_three_state(faster, parity, speed_word, parity_words, 
     assert len(out) == 1
     assert out[0]["verdict_short"] == f"{speed_word} · {parity_words}"
     assert out[0]["verdict_class"] == css
+
+
+def test_history_section_shows_each_headline_trend_and_its_change_point(fixtures):
+    """The History section (registry.SECTIONS): from the store, the headline points' run medians over all 13 runs
+    with the change point at night-007 marked and its step; only the latest five runs are in full (focus)."""
+    built = fixtures("history")
+    html = built["report"].read_text()
+    els = parse(html)
+    section = [e for e in els if e.get("section") == "history"]
+    assert section, "no History section"
+    rows = [e for e in section if e["tag"] == "tr" and e["attrs"].get("data-verdict")]
+    assert rows and all(r["attrs"]["data-verdict"] == "slower" for r in rows), [r["text"][:80] for r in rows]
+    assert all("night-007" in r["text"] and "+20" in r["text"] and "13" in r["text"] for r in rows)
+    imgs = [e for e in section if e["tag"] == "img"]
+    assert len(imgs) == 1 and imgs[0]["attrs"]["src"].startswith("data:image/png;base64,")
+    assert imgs[0]["attrs"]["alt"].startswith("history: ")
+    hist = pd.read_csv(built["aggregate"] / f"{registry.HISTORY_TABLE}.csv")
+    assert hist["run_id"].nunique() == 13 and hist.groupby("series")["change_point"].sum().max() == 1
+    runs = pd.read_csv(built["aggregate"] / "runs.csv")
+    assert sorted(runs["run_id"]) == [f"night-{i:03d}" for i in range(7, 12)]
+    # one run per series: the section still renders, with no change point and no slower verdict
+    two = parse(fixtures("two_runs")["report"].read_text())
+    verdicts = [e["attrs"].get("data-verdict") for e in two if e.get("section") == "history" and e["tag"] == "tr"
+                and e["attrs"].get("data-verdict")]
+    assert verdicts and set(verdicts) == {"same"}
+
+
+def test_history_section_says_which_runs_are_in_full(fixtures):
+    html = fixtures("history")["report"].read_text()
+    focus = [e for e in parse(html) if e["attrs"].get("id") == "history-focus"]
+    assert focus and "The latest 5 of the 13 runs under results/ are shown in full" in focus[0]["text"]
+    assert 'id="history-focus"' not in fixtures("two_runs")["report"].read_text()  # every run is in full there

@@ -18,7 +18,8 @@ DEVICE_WARMUP = ("device_warmup_s", "device_warmup_calls", "device_warmup_status
 TELEMETRY = ("clock_mhz_median", "clock_mhz_min", "power_w_median", "temp_c_max", "energy_j")
 THROTTLE = ("throttled", "throttle_reasons", "telemetry_source")
 TELEMETRY_EXTRA = ("telemetry_samples", "mem_clock_mhz_median", "util_pct_median", "energy_source",
-                   "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for")
+                   "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for",
+                   "clock_source")
 TELEMETRY_NUMERIC = TELEMETRY
 # one row per reading of a device's sensors during a stage (telemetry_<stage>_<backend>.csv)
 TELEMETRY_SERIES = ("stage", "time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",

@@ -51,6 +51,21 @@ CORE_TABLES = (
         "packages_json", "cpu_json"), stage="aggregate"),
     Table("devices", None, ("run_id", "host", "backend", "present", "reason", "device", "device_name"),
           stage="aggregate"),
+    # every stored run of every point's series (accelbench history's store, read by aggregate): the History section
+    Table("history", None, (
+        "series", "label", "table", "host", "device_name", "config_hash", "backend", "device", "point", "run_index",
+        "run_id", "timestamp_utc", "median_s", "segment", "segment_median_s", "change_point", "step_pct", "changes",
+        "verdict", "lower_is_better", "in_focus"), stage="aggregate",
+        describe={"series": "text — host|device model|config hash|table|backend|device|point",
+                  "run_index": "count — the run's place in its series (0: the first run)",
+                  "median_s": "s — the run's median for the point (the run is the unit)",
+                  "segment": "count — which level of the series (0: the first; a change point starts the next)",
+                  "segment_median_s": "s — the median of the segment's run medians",
+                  "change_point": "bool — this run starts a new level (ruptures PELT on log run medians)",
+                  "step_pct": "% — the new level over the one before, minus 1 (+: more time)",
+                  "changes": "text — image, versions, commit that differ from the run before a change point",
+                  "verdict": "same/slower/faster — the latest level against the one before (min_effect)",
+                  "in_focus": "bool — the run is in the report in full (the rest are history only)"}),
 )
 CORE_BEFORE = (
     Stage("run-info", "check the config and write results/<run>/run.json (config, hash, commit)", "run",
@@ -65,6 +80,9 @@ CORE_AFTER = (
     Stage("report", "one self-contained HTML report", "report", entry="accelbench.reporting.html"),
     Stage("container", "container argv and image builds for docker/podman", "tool", entry="accelbench.run.containers"),
     # a tool on the command line (exit 0/1/2: a CI gate); a rule too when the config sets compare_to
+    # a rule once per run (``history add`` of the finished run, before aggregate), and a tool on the command line
+    Stage("history", "every finished run in one store: each point's series over runs and its change points",
+          "run", entry="accelbench.reporting.history", resources=Resources(mem_mb=1000, runtime_min=5)),
     Stage("compare", "compare two runs point by point (did it get slower, and why?), or a run with published figures",
           "tool", entry="accelbench.reporting.compare"),
 )
@@ -74,6 +92,7 @@ CORE_FIGURES = (
     Figure("telemetry", (), draw=Hook("accelbench.reporting.plots:fig_telemetry")),
     # its tables: those declaring a Table.roofline and what their points need (filled in by _collect)
     Figure("roofline", (), draw=Hook("accelbench.reporting.plots:fig_roofline")),
+    Figure("history", ("history",), draw=Hook("accelbench.reporting.history_report:fig_history")),
 )
 
 # Report sections over several stages' tables (their templates: reporting/templates/sections/).
@@ -82,6 +101,8 @@ CORE_SECTIONS = (
             template="templates/sections/roofline.html.j2", package="accelbench.reporting"),
     Section("telemetry", "Telemetry", 100, context=Hook("accelbench.reporting.html:telemetry_context"),
             template="templates/sections/telemetry.html.j2", package="accelbench.reporting"),
+    Section("history", "History", 105, context=Hook("accelbench.reporting.history_report:history_context"),
+            template="templates/sections/history.html.j2", package="accelbench.reporting"),
 )
 
 
@@ -176,6 +197,9 @@ AGGREGATE_DIR = "aggregate"
 MANIFEST = "manifest.json"
 PLOTS_DIR = "plots"
 REPORT_HTML = "report.html"
+HISTORY_FILE = "history.duckdb"  # results/history.duckdb: every finished run (accelbench history)
+HISTORY_TABLE = "history"
+HISTORY_RECEIPT = "history.json"  # in the run folder: what ``history add`` stored of it (the rule's output)
 CAPTIONS_DIR = "workflow/report"
 
 

@@ -3,11 +3,34 @@
 # workflow/report/<figure>.rst, which the HTML report quotes too (one text per figure).
 
 
+# The finished run goes into the history store (results/history.duckdb, shared by every run: one writer at a time).
+rule history:
+    input:
+        run=run_path(registry.RUN_FILE),
+        devices=run_path(registry.DEVICES_FILE),
+        tables=[run_path(name) for name in registry.run_files(BACKENDS)],
+    output:
+        run_path(registry.HISTORY_RECEIPT),
+    log:
+        run_path(registry.log_file("history")),
+    threads: 1
+    resources:
+        mem_mb=registry.STAGES["history"].mem_mb,
+        runtime=registry.STAGES["history"].runtime_min,
+        **scheduler_resources(registry.STAGES["history"]),
+    params:
+        run_dir=lambda wildcards, input: subpath(input.run, parent=True),
+        store=f"{RESULTS}/{registry.HISTORY_FILE}",
+    shell:
+        "accelbench history add {params.run_dir:q} --store {params.store:q} --receipt {output:q} > {log:q} 2>&1"
+
+
 rule aggregate:
     input:
         run=run_path(registry.RUN_FILE),
         devices=run_path(registry.DEVICES_FILE),
         tables=[run_path(name) for name in registry.run_files(BACKENDS)],
+        history=run_path(registry.HISTORY_RECEIPT),
     output:
         expand(f"{AGGREGATE_DIR}/{{table}}.csv", table=list(registry.TABLES)),
         manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",

@@ -73,7 +73,11 @@ MIN_POWER_INTERVAL_S = 0.01  # RAPL power from two energy reads closer than this
 WINDOW_COLUMNS = ("clock_mhz_median", "clock_mhz_min", "power_w_median", "temp_c_max", "energy_j", "throttled",
                   "throttle_reasons", "telemetry_source")
 WINDOW_EXTRA = ("telemetry_samples", "mem_clock_mhz_median", "util_pct_median", "energy_source",
-                "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for")
+                "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for",
+                "clock_source")
+# clock_source: "measured" (a clock that can vary), "nominal" (one that cannot: /proc/cpuinfo's fixed "cpu MHz"
+# under a hypervisor, or a fallback reading that never changed over the window; clock_ramp is then unknown)
+CLOCK_MEASURED, CLOCK_NOMINAL = "measured", "nominal"
 SERIES_COLUMNS = ("stage", "time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",
                   "energy_j", "throttle_reasons", "telemetry_source", "status")
 
@@ -178,6 +182,10 @@ class Reader:
         self.opened = False
         self.power_source: str | None = None  # what the power sensor is (instant, average_1s, ...), once open
         self.min_window_s: dict[str, float] = {}  # sensor -> the shortest window its reading is reliable for
+        # the clock cannot vary here (why), e.g. /proc/cpuinfo's fixed "cpu MHz" under a hypervisor
+        self.clock_nominal: str | None = None
+        # the clock is a fallback reading (no frequency driver): one that never changes over a window is nominal
+        self.clock_fallback = False
 
     def sensors(self) -> tuple[dict[str, tuple[Getter, str]], dict[str, str]]:
         """(sensor -> (getter, where it is read)), (sensor -> why it cannot be read). Raise to say that
@@ -404,6 +412,11 @@ class CpuSysfsReader(Reader):
         mhz = cpuinfo_mhz(_read_text(cpuinfo) or "")
         mine = [c for c in self.cpus if c in mhz] or list(mhz)
         if mine:
+            self.clock_fallback = True
+            if re.search(r"^flags\s*:.*\bhypervisor\b", _read_text(cpuinfo) or "", re.MULTILINE):
+                self.clock_nominal = (f"{cpuinfo} 'cpu MHz' under a hypervisor (no cpufreq): the guest sees a "
+                                      "fixed nominal clock")
+
             def from_cpuinfo():
                 values = cpuinfo_mhz(_read_text(cpuinfo) or "")
                 got = [values[c] for c in mine if c in values]
@@ -804,13 +817,27 @@ def too_short_for(duration_s: float | None, min_window_s: dict[str, float] | Non
     return ";".join(sorted(k for k, v in (min_window_s or {}).items() if duration_s < v))
 
 
+def clock_source(clocks_mhz: Sequence[float | None], nominal: str | None = None, fallback: bool = False) -> str | None:
+    """``nominal`` when the clock cannot vary: the reader says so (``Reader.clock_nominal``), or a fallback
+    reading (``Reader.clock_fallback``) stayed exactly the same over at least ``MIN_SETTLE_SAMPLES`` readings;
+    ``measured`` for any other clock; None without a clock reading."""
+    values = [v for v in clocks_mhz if v is not None]
+    if not values:
+        return None
+    if nominal or (fallback and len(values) >= MIN_SETTLE_SAMPLES and max(values) == min(values)):
+        return CLOCK_NOMINAL
+    return CLOCK_MEASURED
+
+
 def summarize(readings: Sequence[Reading], source: str, wall_offset: float = 0.0,
               rel_tol: float = DEFAULT_SETTLE_REL_TOL, *, power_source: str | None = None,
-              min_window_s: dict[str, float] | None = None) -> dict:
+              min_window_s: dict[str, float] | None = None, clock_nominal: str | None = None,
+              clock_fallback: bool = False) -> dict:
     """The columns of one window (``WINDOW_COLUMNS`` + ``WINDOW_EXTRA`` + ``clock_settled``), from its
     readings in time order. A sensor without a reading gives None, never 0. ``power_source`` says what the
     power readings are (NVML: ``instant`` or ``average_1s``); ``telemetry_too_short_for`` lists the sensors
-    whose reading the window is shorter than ``min_window_s`` allows (their values are kept, flagged)."""
+    whose reading the window is shorter than ``min_window_s`` allows (their values are kept, flagged). A nominal
+    clock (``clock_source``) gives ``clock_settled`` None: a clock that cannot vary says nothing of settling."""
     def values(attr):
         return [getattr(r, attr) for r in readings if getattr(r, attr) is not None]
 
@@ -837,7 +864,8 @@ def summarize(readings: Sequence[Reading], source: str, wall_offset: float = 0.0
         "telemetry_end_unix_s": None if end is None else end + wall_offset,
         "power_source": power_source if powers else None,
         "telemetry_too_short_for": too_short_for(None if start is None else end - start, min_window_s),
-        "clock_settled": clock_settled([r.clock_mhz for r in readings], rel_tol),
+        "clock_source": (kind := clock_source([r.clock_mhz for r in readings], clock_nominal, clock_fallback)),
+        "clock_settled": None if kind == CLOCK_NOMINAL else clock_settled([r.clock_mhz for r in readings], rel_tol),
         "clock_halves_mhz": clock_halves([r.clock_mhz for r in readings]),
     }
 
@@ -863,6 +891,8 @@ class Window:
     sampled: bool = True
     power_source: str | None = None
     min_window_s: dict[str, float] = field(default_factory=dict)
+    clock_nominal: str | None = None
+    clock_fallback: bool = False
 
     @property
     def duration_s(self) -> float | None:
@@ -872,7 +902,8 @@ class Window:
         if not self.sampled or not self.readings:
             return off_columns(self.source)
         return summarize(self.readings, self.source, self.wall_offset, self.rel_tol,
-                         power_source=self.power_source, min_window_s=self.min_window_s)
+                         power_source=self.power_source, min_window_s=self.min_window_s,
+                         clock_nominal=self.clock_nominal, clock_fallback=self.clock_fallback)
 
 
 class Sampler:
@@ -927,7 +958,8 @@ class Sampler:
     @contextlib.contextmanager
     def window(self):
         w = Window(self.source, self.wall_offset, self.rel_tol, power_source=self.reader.power_source,
-                   min_window_s=dict(self.reader.min_window_s))
+                   min_window_s=dict(self.reader.min_window_s), clock_nominal=self.reader.clock_nominal,
+                   clock_fallback=self.reader.clock_fallback)
         opened = self.clock()
         first = self.sample()
         self._stop.clear()

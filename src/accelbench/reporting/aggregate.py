@@ -39,9 +39,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .. import __version__, registry
+from ..run.config import ConfigError
 from ..run.io import atomic_write_csv, atomic_write_json
+from . import history_store
 
 TABLES = list(registry.TABLES)
+DEFAULT_FOCUS = 5  # runs shown in full by default (the latest); the others are history only (the store)
 
 def expected_files(config: dict, stages: list[str] | None = None) -> list[str]:
     """The CSVs a finished run with this config has (the Snakefile's per-backend outputs; a run made before a
@@ -260,19 +263,47 @@ def find_run_dirs(results: Path, out_dir: Path | None = None) -> list[Path]:
     return out
 
 
-def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
-    """Read every run under ``results``: (tables as DataFrames, manifest)."""
+def _run_order(run_dir: Path) -> tuple[str, str, str]:
+    """(time, run id, folder) of a run folder, read from its run.json and devices.json (an unreadable one: empty)."""
+    stamp, run_id = "", run_dir.name
+    try:
+        run_id = str(json.loads((run_dir / registry.RUN_FILE).read_text()).get("run") or run_id)
+        stamp = str(json.loads((run_dir / registry.DEVICES_FILE).read_text()).get("timestamp_utc") or "")
+    except (OSError, ValueError, AttributeError):
+        pass
+    return stamp, run_id, str(run_dir)
+
+
+def select_focus(run_dirs: list[Path], focus: int | None = None, runs: list[str] | None = None) -> list[Path]:
+    """The runs in focus: those named (by run id or folder name), else the latest ``focus`` by time (None or 0:
+    all). The report shows them in full; the others only as history (the store)."""
+    if runs:
+        wanted = set(runs)
+        return [d for d in run_dirs if d.name in wanted or _run_order(d)[1] in wanted]
+    if not focus or len(run_dirs) <= focus:
+        return run_dirs
+    latest = sorted(run_dirs, key=_run_order)[-focus:]
+    return [d for d in run_dirs if d in set(latest)]
+
+
+def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = None, focus: int | None = None,
+              runs: list[str] | None = None) -> tuple[dict, dict]:
+    """Read the runs in focus under ``results`` (``select_focus``; default every run): (tables as DataFrames,
+    manifest). With a history ``store``, the ``history`` table holds every stored run of every point's series."""
     results = Path(results)
     problems = Problems()
     frames: dict[str, list] = {t: [] for t in TABLES}
     runs_manifest, files_read = [], []
     seen_ids: dict[str, str] = {}
 
-    run_dirs = find_run_dirs(results, Path(out_dir) if out_dir else None) if results.is_dir() else []
+    all_dirs = find_run_dirs(results, Path(out_dir) if out_dir else None) if results.is_dir() else []
+    run_dirs = select_focus(all_dirs, focus, runs)
     if not results.is_dir():
         problems.add(results, "missing_results", "the results folder does not exist")
-    elif not run_dirs:
+    elif not all_dirs:
         problems.add(results, "no_runs", "no run folder (a folder with run.json) found")
+    elif runs and not run_dirs:
+        problems.add(results, "no_runs", f"none of the runs named ({', '.join(runs)}) is under {results}")
 
     for run_dir in run_dirs:
         n_before = len(problems.items)
@@ -338,6 +369,11 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
                               "complete": complete, "config_hash": run_info.get("config_hash"),
                               "git_commit": run_info.get("git_commit")})
 
+    focus_ids = [m["run_id"] for m in runs_manifest if m["run_id"]]
+    try:
+        frames[registry.HISTORY_TABLE] = [history_store.history_rows(store, focus_ids)] if store else []
+    except history_store.HistoryInputError as exc:  # a damaged store: the runs are still reported, without history
+        problems.warn(Path(store), "history_unreadable", str(exc))
     tables = {}
     for table in TABLES:
         spec = registry.TABLES[table]
@@ -357,6 +393,8 @@ def aggregate(results: Path, out_dir: Path | None = None) -> tuple[dict, dict]:
         "problems": problems.items,
         "warnings": problems.warnings,
         "tables": {t: {"file": f"{t}.csv", "rows": int(len(df))} for t, df in tables.items()},
+        "focus": {"runs": focus_ids, "of": len(all_dirs), "history_store": str(store) if store else None,
+                  "history_runs": int(tables[registry.HISTORY_TABLE]["run_id"].nunique())},
     }
     return tables, manifest
 
@@ -371,6 +409,14 @@ def write(tables: dict, manifest: dict, out_dir: Path) -> None:
 def add_arguments(p) -> None:
     p.add_argument("--results", default="results", help="folder holding one folder per run (default: results)")
     p.add_argument("--out-dir", default=None, help="where the tables and manifest.json go (default: RESULTS/aggregate)")
+    p.add_argument("--focus", type=int, default=DEFAULT_FOCUS,
+                   help=f"how many of the latest runs the report shows in full (default {DEFAULT_FOCUS}; 0: all); "
+                        "the others appear only as history, from the store")
+    p.add_argument("--runs", nargs="+", default=None, metavar="RUN",
+                   help="the runs in focus, by run id or folder name (instead of the latest --focus)")
+    p.add_argument("--store", default=None,
+                   help=f"the history store (default: RESULTS/{registry.HISTORY_FILE}; the history table is empty "
+                        "without one)")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="exit 0 even when files are missing or corrupt (the manifest and report still say so)")
 
@@ -378,11 +424,16 @@ def add_arguments(p) -> None:
 def cli(args) -> int:
     results = Path(args.results)
     out_dir = Path(args.out_dir) if args.out_dir else results / registry.AGGREGATE_DIR
-    tables, manifest = aggregate(results, out_dir)
+    if args.focus < 0:
+        raise ConfigError(f"--focus: {args.focus} is negative; allowed: 0 (every run) or a count of runs")
+    store = Path(args.store) if args.store else results / registry.HISTORY_FILE
+    tables, manifest = aggregate(results, out_dir, store=store, focus=args.focus, runs=args.runs)
     manifest["allow_incomplete"] = bool(args.allow_incomplete)
     write(tables, manifest, out_dir)
     n_runs = len(manifest["runs"])
-    print(f"accelbench aggregate: {n_runs} run(s), {len(manifest['files_read'])} file(s) -> {out_dir}")
+    print(f"accelbench aggregate: {n_runs} run(s) in focus of {manifest['focus']['of']}, "
+          f"{len(manifest['files_read'])} file(s), {manifest['focus']['history_runs']} run(s) in the history -> "
+          f"{out_dir}")
     for w in manifest["warnings"]:
         print(f"accelbench aggregate: warning: {w['file']}: {w['message']}", file=sys.stderr)
     if manifest["complete"]:

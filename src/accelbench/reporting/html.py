@@ -261,6 +261,12 @@ def telemetry_section(tables, series) -> dict:
         warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
                          "text": f"{ramp['ramp']}/{ramp['known']} {ramp['what']} measured before the clock settled "
                                  "(flag clock_ramp)"})
+    for key, count in S.nominal_clock_counts(tables).items():
+        label, color = labels.get(key, (f"{key[0]} · {key[1]}", None))
+        warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
+                         "text": f"clock nominal: the clock reading cannot vary here ({count} row(s) with "
+                                 "clock_source=nominal: a VM's fixed /proc/cpuinfo 'cpu MHz', or a reading that never "
+                                 "changed), so whether the clock had settled is unknown (clock_ramp empty)"})
     soak = []
     held = [S.soak_summary(tables.get(name)) for name, w in S.window_kinds().items() if w.soak]
     for _, r in (pd.concat(held, ignore_index=True) if held else S.soak_summary(None)).iterrows():

@@ -361,6 +361,19 @@ def clock_ramp_counts(tables: dict) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
+def nominal_clock_counts(tables: dict) -> dict[tuple[str, str], int]:
+    """Per (run_id, device): the rows of every table whose clock was nominal (``clock_source``: the reading
+    cannot vary, so clock_ramp is unknown)."""
+    out: dict[tuple[str, str], int] = {}
+    for df in tables.values():
+        if df is None or df.empty or "clock_source" not in df.columns or "device" not in df.columns:
+            continue
+        nominal = df[df["clock_source"].astype(str) == "nominal"]
+        for (run, device), g in nominal.groupby([nominal["run_id"].astype(str), nominal["device"].astype(str)]):
+            out[(run, device)] = out.get((run, device), 0) + len(g)
+    return out
+
+
 def sensor_notes(devices: pd.DataFrame) -> list[dict]:
     """Per present device: its telemetry source, the sensors read and the missing ones with why, from the
     ``telemetry`` entry ``detect`` wrote into devices.json (what the sampler found there)."""

@@ -48,9 +48,11 @@ def soak_target(rows: list[dict], device: str) -> tuple[str, int] | None:
 
 def mark_settled(rows: list[dict], rel_tol: float) -> None:
     """Set ``clock_settled`` on the soak's interval rows (in order): True from the interval at which the clock
-    settled (``settled_from``), False before it; None throughout when no interval has a clock."""
+    settled (``settled_from``), False before it; None throughout when no interval has a clock, or when the clock
+    is nominal (``clock_source``: it cannot vary, so it says nothing of settling)."""
     clocks = [r.get("clock_mhz_median") for r in rows]
-    start = tm.settled_from(clocks, rel_tol)
+    nominal = any(r.get("clock_source") == tm.CLOCK_NOMINAL for r in rows)
+    start = None if nominal else tm.settled_from(clocks, rel_tol)
     for i, r in enumerate(rows):
         r["clock_settled"] = None if start is None else i >= start
 
