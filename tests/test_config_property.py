@@ -49,13 +49,17 @@ def _numbers(sub: dict):
         low, exclude = sub["exclusiveMinimum"], True
     else:
         low, exclude = 0.0, False
-    high = sub.get("maximum", low + 100.0)
-    return st.floats(min_value=low, max_value=high, exclude_min=exclude, allow_nan=False, allow_infinity=False)
+    high, exclude_high = sub.get("maximum", sub.get("exclusiveMaximum", low + 100.0)), "exclusiveMaximum" in sub
+    return st.floats(min_value=low, max_value=high, exclude_min=exclude, exclude_max=exclude_high, allow_nan=False,
+                     allow_infinity=False)
 
 
 def valid(sub: dict):
     """A strategy for values the schema accepts at ``sub``; every object key is optional."""
     sub = resolve(sub)
+    if "anyOf" in sub:  # e.g. amp.compile: a boolean or a list of workloads; batch_size: an integer or "max"
+        rest = {k: v for k, v in sub.items() if k != "anyOf"}
+        return st.one_of([valid({**rest, **alt}) for alt in sub["anyOf"]])
     if "enum" in sub:
         return st.sampled_from(sub["enum"])
     kind = sub.get("type")
@@ -67,6 +71,8 @@ def valid(sub: dict):
             return st.fixed_dictionaries({k: valid(v) for k, v in sub["properties"].items() if k in required},
                                          optional={k: valid(v) for k, v in sub["properties"].items()
                                                    if k not in required})
+        if "enum" not in resolve(sub.get("propertyNames", {})):  # free-form sections (fleet.check): left empty
+            return st.just({})
         keys = resolve(sub.get("propertyNames", {})).get("enum", ["k"])
         return st.dictionaries(st.sampled_from(keys), valid(sub.get("additionalProperties", {})), max_size=2)
     if kind == "array":
@@ -79,6 +85,8 @@ def valid(sub: dict):
         return _numbers(sub)
     if kind == "boolean":
         return st.booleans()
+    if kind == "null":
+        return st.none()
     if kind == "string":
         pattern = sub.get("pattern", r"^[a-z]{1,8}$")
         return st.from_regex(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern, fullmatch=True)
@@ -120,6 +128,7 @@ def satisfy_cross_keys(config: dict) -> dict:
     mm = filled["matmul"]
     if mm["soak_s"] > 0 and mm["soak_interval_s"] > mm["soak_s"]:
         config.setdefault("matmul", {})["soak_interval_s"] = mm["soak_s"]
+    satisfy_workload_sizes(config, cfg.with_defaults(config)["amp"])
     t = amp["transformer"]
     if t["d_model"] % t["n_heads"]:
         config.setdefault("amp", {}).setdefault("transformer", {})["d_model"] = t["n_heads"] * max(1, t["d_model"] // t["n_heads"])
@@ -136,6 +145,39 @@ def satisfy_cross_keys(config: dict) -> dict:
     if config.get("compare_to") and config["compare_to"] == expected_run_id(config):
         del config["compare_to"]  # a run compared with itself is refused (tests/test_config.py)
     return config
+
+
+def satisfy_workload_sizes(config: dict, amp: dict) -> None:
+    """The gpt and resnet sections' rules (stages.amp.config_check.check_workload_sizes): heads divide d_model
+    (an even head size for the llama style), a batch within the section's n_train, 1 <= warmup < steps with
+    compile on (0 <= warmup < steps without)."""
+    from accelbench.stages.amp.workloads import PRESETS, gpt, resnet
+
+    out = config.setdefault("amp", {})
+    if amp["warmup_steps"] >= amp["steps"]:
+        amp = {**amp, "warmup_steps": amp["steps"] - 1}
+    if amp.get("compile") is True and amp["warmup_steps"] < 1:
+        out.update(steps=max(2, amp["steps"]), warmup_steps=1)
+        amp = {**amp, "steps": max(2, amp["steps"]), "warmup_steps": 1}
+    for workload in [w for w in amp["workloads"] if w in PRESETS]:
+        own = dict(amp.get(workload) or {})
+        mine = out.setdefault(workload, {})
+        if workload == "gpt":
+            sizes = gpt.resolve(own)
+            d, h = sizes["d_model"], sizes["n_heads"]
+            step = 2 if sizes["style"] == "llama" else 1
+            if d % h or (d // h) % step:
+                mine["d_model"] = h * step * max(1, (d // h) // step)
+        batch = own.get("batch_size") if own.get("batch_size") is not None else amp["batch_size"]
+        if isinstance(batch, int) and batch > own["n_train"]:
+            mine["batch_size"] = own["n_train"]
+        steps = own.get("steps") if own.get("steps") is not None else amp["steps"]
+        warmup = own.get("warmup_steps") if own.get("warmup_steps") is not None else amp["warmup_steps"]
+        compiled = amp.get("compile")
+        least = 1 if (compiled is True or (isinstance(compiled, list) and workload in compiled)) else 0
+        if warmup < least or warmup >= steps:
+            mine.update(steps=max(steps, least + 1), warmup_steps=least)
+        (gpt if workload == "gpt" else resnet).resolve({**own, **mine})  # still resolves
 
 
 VALID = valid(SCHEMA).map(satisfy_cross_keys)
@@ -157,6 +199,9 @@ def leaves(config, path=()):
 def schema_at(path: tuple) -> dict:
     node = resolve(SCHEMA)
     for p in path:
+        if "anyOf" in node:  # the alternative the value took (a list: the array one; a mapping: the object one)
+            want = "array" if isinstance(p, int) else "object"
+            node = resolve(next(a for a in node["anyOf"] if resolve(a).get("type") == want))
         if isinstance(p, int):
             node = resolve(node["items"])
         elif "properties" in node:
@@ -164,6 +209,15 @@ def schema_at(path: tuple) -> dict:
         else:
             node = resolve(node["additionalProperties"])
     return node
+
+
+def named_key(path: tuple) -> tuple:
+    """The key an error names for a bad value at ``path``: the path itself, or the key of an alternative
+    (anyOf) above it, whose line says in words what it allows (x-allowed)."""
+    for i in range(len(path) + 1):
+        if "anyOf" in schema_at(path[:i]):
+            return path[:i]
+    return path
 
 
 def key_text(path: tuple) -> str:
@@ -198,6 +252,10 @@ def bad_values(sub: dict) -> list:
         out += [("shell", s) for s in SHELL_NASTIES]
     if kind == "array" and sub.get("minItems", 0) > 0:
         out.append(("empty", []))
+    if "anyOf" in sub:  # a value one alternative rejects may be another's: keep those the whole node rejects
+        import jsonschema  # the test's own check of its candidates (the config code validates the same way)
+
+        out = [(why, v) for why, v in out if not jsonschema.Draft7Validator({**sub, "definitions": SCHEMA.get("definitions", {})}).is_valid(v)]
     return out
 
 
@@ -235,7 +293,7 @@ def invalid(draw):
     sub = schema_at(path)
     contains = {"enum": "allowed: " + ", ".join(map(str, sub.get("enum", []))), "shell": "is not allowed",
                 "range": "out of range", "empty": "must not be empty"}.get(kind, "")
-    return replace(config, path, bad), key_text(path) + ":", contains
+    return replace(config, path, bad), key_text(named_key(path)) + ":", contains
 
 
 # ---- in-process: many examples --------------------------------------------------------------

@@ -27,6 +27,7 @@ DEFAULTS = {
 
 SCHEMA = {
     "description": "the fleet check (accelbench fleet, docs/fleet.md): which nodes, and when a node is slow",
+    "type": "object",
     "additionalProperties": False,
     "properties": {
         "partition": {"description": "SLURM partition whose nodes are checked (empty: use fleet.nodes)",
