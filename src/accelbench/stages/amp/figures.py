@@ -17,6 +17,15 @@ def _mode_palette(sns, modes):
     return modes, {m: fixed.get(m, colors[(5 + i) % 10]) for i, m in enumerate(modes)}
 
 
+
+def _loss_lines(sns, ax, d, modes, pal, lw: float) -> None:
+    """One panel's loss curves, a line per mode (mean over seeds, the band their range); the FP32 baseline
+    last, dashed, on top: where a mode tracks it exactly, both stay visible."""
+    present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (["fp32"] if "fp32" in set(d["mode"]) else [])
+    sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
+                 dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
+                 errorbar=("pi", 100), estimator="mean", lw=lw, ax=ax, legend=False)
+
 def fig_amp_step_time(plt, sns, tables, series):
     tr = tables["amp_trials"]
     title = "Training step time: FP32 vs AMP (mean of per-trial medians, 95% CI over seeds)"
@@ -86,12 +95,7 @@ def fig_amp_loss(plt, sns, tables, series):
             if d.empty:
                 ax.axis("off")
                 continue
-            # the FP32 baseline last, dashed, on top: where AMP tracks it exactly, both stay visible
-            present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (
-                ["fp32"] if "fp32" in set(d["mode"]) else [])
-            sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
-                         dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
-                         errorbar=("pi", 100), estimator="mean", lw=1.8, ax=ax, legend=False)
+            _loss_lines(sns, ax, d, modes, pal, lw=1.8)
             ax.set_title(f"{label} — {workload}", fontsize=9.5)
             ax.set_ylabel("loss")
             ax.set_xlabel("training step" if i == nrows - 1 else "")
@@ -180,12 +184,7 @@ def fig_training_loss(plt, sns, tables, series):
             if d.empty:
                 ax.axis("off")
                 continue
-            # the FP32 baseline last, dashed, on top: where a mode tracks it exactly, both stay visible
-            present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (
-                ["fp32"] if "fp32" in set(d["mode"]) else [])
-            sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
-                         dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
-                         errorbar=("pi", 100), estimator="mean", lw=1.6, ax=ax, legend=False)
+            _loss_lines(sns, ax, d, modes, pal, lw=1.6)
             if workload == "gpt" and label in floors:
                 ax.axhline(floors[label], color="black", ls=":", lw=1.2)
                 ax.text(0, floors[label], f" floor {floors[label]:.3f} nats", va="bottom", fontsize=7.5)
