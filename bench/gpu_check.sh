@@ -14,9 +14,10 @@
 #   headline    bf16 and fp8 matmul TFLOP/s at n=8192 (fp8 with and without use_fast_accum; bench/gpu_headline.py)
 #   nvml        the sensors idle and under load: power (instant or 1 s average), SM clock, energy counter step
 #   setup       snakemake + jsonschema from the carried wheels, into a clean folder (complete or not at all)
-#   attention, gpt2_eager, gpt2_compiled, history, fleet
+#   attention, gpt2_eager, gpt2_compiled, history
 #               the stages other developers are adding, at small sizes (bench/gpu_stage.py, bench/gpu_stages.yaml):
 #               a step whose stage is not in this build is recorded "not available in this build"
+#   fleet       this machine as a one-node fleet: `accelbench fleet --node` on its GPUs, then the verdict
 #   fidelity    accelbench against a bare torch.utils.benchmark loop (bench/harness_fidelity.py)
 #   pipeline    the whole pipeline at small sizes (bench/gpu_config.yaml), --keep-going
 #   report      the report from whatever the pipeline finished (aggregate, plots, report), if it wrote none
@@ -85,7 +86,7 @@ plan() {
   step summary         5  "$PY" bench/gpu_summary.py "$WORK/results"
   step telemetry      17  telemetry
   step history         5  stage history history
-  step fleet          10  stage fleet fleet
+  step fleet          10  fleet_check
 }
 
 # ---- the steps that are more than one command -----------------------------------------------------------------
@@ -117,6 +118,15 @@ print('KEY setup: snakemake', metadata.version('snakemake'), '| jsonschema', met
 
 stage() {  # stage STEP CANDIDATES: a guarded stage step (bench/gpu_stage.py)
   "$PY" bench/gpu_stage.py "$1" --stage "$2" --results "$STEP_OUT/results" --pipeline-results "$WORK/results"
+}
+
+fleet_check() {  # this machine as a one-node fleet: the node check on its GPUs, then the fleet's verdict
+  local folder="$STEP_OUT/fleet" rc
+  accelbench fleet "$folder" --node --config-json '{"backends": ["cuda", "rocm"]}' || return 1
+  accelbench fleet "$folder" 2>&1 | tee "$STEP_OUT/fleet.txt"
+  rc=${PIPESTATUS[0]}
+  echo "KEY fleet: exit $rc, $(tail -n 1 "$STEP_OUT/fleet.txt")"
+  return "$rc"
 }
 
 telemetry() {
@@ -376,7 +386,7 @@ chmod +x "$WORK/bin/accelbench"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$WORK/bin:$SITE/bin:$(dirname "$PY"):$PATH"
 export PY WORK SITE STEPS WHEELS CONFIG OUT
-export -f device setup stage fidelity pipeline report telemetry
+export -f device setup stage fidelity pipeline report telemetry fleet_check
 echo "accelbench GPU check v2, $(date -u +%Y-%m-%dT%H:%M:%SZ), checkout $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   > "$WORK/head.txt"
 : > "$WORK/keys.txt"

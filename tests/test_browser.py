@@ -89,10 +89,10 @@ def test_report_in_chromium(browser, fixtures, name):
         "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
     names = [alt for alt, _, _ in images]
     assert len(names) == len(set(names)) and set(names) <= set(registry.FIGURES) | {"comparison"}, names
-    if name in ("compared", "history"):  # CPU runs only, scaling off: no transfer or scaling figures
+    if name in ("compared", "history"):  # CPU runs only, scaling off, no fleet: no transfer, scaling, fleet figures
         assert (names[0] == "comparison") == (name == "compared")  # the comparison's first
         assert set(registry.FIGURES) - set(names) == {"transfer", "scaling_efficiency", "collective_busbw",
-                                                      "peer_copy"}, names
+                                                      "peer_copy", "fleet"}, names
     else:  # every registry figure
         assert "comparison" not in names and len(names) == len(registry.FIGURES), names
     broken = [alt for alt, complete, width in images if not complete or width <= 0]
@@ -132,7 +132,7 @@ def test_report_in_chromium(browser, fixtures, name):
         assert section["title"] == "Compared with laptop-cpu" and section["after"] == "summary"
         assert section["headline"].startswith("laptop-cpu-1t against laptop-cpu: 2 of ")
         assert section["img"][0] > 500 and 0 < section["img"][1] <= WIDTH
-        assert section["slower"] == 2 and section["first"] == "slower" and section["amp"] == 2
+        assert section["slower"] == 2 and section["first"] == "slower" and section["amp"] == 4  # mlp, transformer, gpt, resnet
         assert "threads" in section["prov"] and "cpu_threads" in section["prov"]
         browser.execute_script("document.getElementById('compare').scrollIntoView()")
         browser.save_screenshot(str(screenshot_dir() / f"report-{name}-section-{WIDTH}x{HEIGHT}.png"))

@@ -118,7 +118,7 @@ def test_load_fills_every_default(tmp_path):
      "float32, tf32, bfloat16, float16, float8_e4m3fn"),
     ({"backends": ["cpu", "gpu"]}, "backends[1]", "cpu, cuda, rocm, mps, xla"),
     ({"amp": {"dtype": "fp8"}}, "amp.dtype", "auto, bfloat16, float16"),
-    ({"amp": {"workloads": ["resnet"]}}, "amp.workloads[0]", "mlp, transformer"),
+    ({"amp": {"workloads": ["vgg"]}}, "amp.workloads[0]", "mlp, transformer, gpt, resnet"),
     ({"container": {"runtime": "lxc"}}, "container.runtime", "none, docker, podman, apptainer"),
     ({"matmul": {"peak_tflops": {"gpu": {"float32": 1.0}}}}, "matmul.peak_tflops", "cpu"),
     # empty lists, duplicates

@@ -158,13 +158,14 @@ def test_bad_input_is_one_line_before_any_job(fleet_cluster, tmp_path, args, key
 
 # ---- multi-node scaling: srun + torch.distributed.run, c10d rendezvous, gloo ----------------------------------
 
-def scaling_run(env, tmp: Path, timeout_s: int = 150, ranks_per_node: int = 1) -> Path:
+def scaling_run(env, tmp: Path, timeout_s: int = 150, ranks_per_node: int = 1, steps: int | None = None) -> Path:
     """run.json of a tiny scaling config: world 1 on this host, and a world of 2 nodes x ranks_per_node through
-    srun."""
+    srun (``steps``: the training steps, where a test needs the world to be training for seconds)."""
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_config import SCALING_ON, TINY
 
-    cfg = dict(TINY, run="multinode", scaling=dict(SCALING_ON, world_sizes=[1], nodes=2, ranks_per_node=ranks_per_node,
+    amp = dict(TINY["amp"], steps=steps) if steps else TINY["amp"]
+    cfg = dict(TINY, amp=amp, run="multinode", scaling=dict(SCALING_ON, world_sizes=[1], nodes=2, ranks_per_node=ranks_per_node,
                                                    collectives=["all_reduce", "broadcast"], timeout_s=timeout_s,
                                                    sizes={"min_bytes": 1024, "max_bytes": 32768, "factor": 32}))
     run = tmp / "run.json"
@@ -213,7 +214,8 @@ def test_two_nodes_through_srun(fleet_cluster, tmp_path, ranks_per_node):
 
 def test_a_killed_nodes_rank_ends_the_world_and_leaves_no_process(fleet_cluster, tmp_path):
     env = fleet_cluster
-    run = scaling_run(env, tmp_path, timeout_s=120)
+    # thousands of steps: the world is still training when its rank is killed (a tiny config finishes in < 1 s)
+    run = scaling_run(env, tmp_path, timeout_s=120, steps=5000)
     log = open(tmp_path / "stage.log", "w")
     stage = subprocess.Popen(scaling_argv(run, tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
     pid_file = tmp_path / "work" / "scaling_cpu" / "ws2" / "rank1.pid"

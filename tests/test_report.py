@@ -108,16 +108,20 @@ def test_summary_speedup_is_cpu_time_over_gpu_time(fixtures):
 def test_summary_amp_verdicts(fixtures):
     built = fixtures("two_runs")
     els = parse(built["report"].read_text())
-    rows = [e for e in els if e["section"] == "summary" and e["tag"] == "tr" and "data-mode" in e["attrs"]]
+    # one table row per device and mode, one cell per workload
+    lines = [e for e in els if e["section"] == "summary" and e["tag"] == "tr" and "data-mode" in e["attrs"]]
+    rows = [e for e in els if e["section"] == "summary" and e["tag"] == "td" and "data-mode" in e["attrs"]]
     raw = raw_table(built["results"], "amp_*_summary.csv")
     amp = raw[raw["mode"].isin(["amp_bf16", "amp_fp16"])]
     assert len(rows) == len(amp) == 3 * 4  # 3 devices x 4 workloads (mlp, transformer, gpt, resnet)
+    assert len(lines) == 3
     for _, r in amp.iterrows():
         (row,) = [x for x in rows if (x["attrs"]["data-run"], x["attrs"]["data-device"], x["attrs"]["data-workload"],
                                        x["attrs"]["data-mode"]) == (r["run_id"], r["device"], r["workload"], r["mode"])]
         assert float(row["attrs"]["data-speedup"]) == pytest.approx(r["speedup"])
         assert S.fmt_num(r["speedup"]) + "×" in row["text"]
-        assert ("✓ faster" in row["text"]) == bool(r["faster"])
+        assert row["text"].strip().startswith("✓") == bool(r["faster"])
+        assert row["attrs"]["title"].startswith("faster") == bool(r["faster"])
     html = built["report"].read_text()
     headline = html[html.index('<ul class="headlines">'):html.index("</ul>", html.index('<ul class="headlines">'))]
     assert "cuda:0 H100 80GB HBM3" in headline and "1,310 TFLOP/s" in headline and "accuracy parity" in headline

@@ -194,8 +194,9 @@ def slurm_run(slurm_cluster, tmp_path_factory):
 def test_every_job_went_through_sbatch_and_completed(slurm_run):
     who, jobs, work = slurm_run["who"], slurm_run["jobs"], slurm_run["work"]
     device_jobs = [f"{s.rule}:{b}" for s in registry.DEVICE_STAGES for b in ("cpu", "cuda") if s.applies_to(b)]
-    assert len(who) == expected_job_count(slurm_run["out"]) == 5 + len(device_jobs), sorted(who.values())
-    assert sorted(who.values()) == sorted(["run_info", "detect", *device_jobs, "aggregate", "plots", "report"])
+    run_wide = ["run_info", "detect", "history", "aggregate", "plots", "report"]  # one job each per run
+    assert len(who) == expected_job_count(slurm_run["out"]) == len(run_wide) + len(device_jobs), sorted(who.values())
+    assert sorted(who.values()) == sorted([*run_wide, *device_jobs])
     names = {j["JobName"] for j in jobs.values()}
     assert len(names) == 1 and names.pop().startswith("accelbench_"), "one run, the profile's job name prefix"
     for jid, job in jobs.items():

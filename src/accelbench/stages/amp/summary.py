@@ -1,5 +1,5 @@
 """The AMP stage's part of the report's summary: each AMP mode's speedup over FP32 with its interval and the
-accuracy change, three-state verdicts, and its clause of each device's headline."""
+accuracy change, three-state verdicts (a device x workload matrix), and its clause of each device's headline."""
 
 from __future__ import annotations
 
@@ -39,8 +39,20 @@ def summary_amp(tables, series) -> list[dict]:
     return out
 
 
+def amp_matrix(amp: list[dict]) -> dict:
+    """The summary card's layout: one row per run, device and mode, one column per workload (in the trials' order),
+    so that four workloads on three devices still fit above the fold; each cell is one entry of ``amp``."""
+    workloads = list(dict.fromkeys(a["workload"] for a in amp))
+    rows: dict[tuple, dict] = {}
+    for a in amp:
+        row = rows.setdefault((a["run_id"], a["device"], a["mode"]), {**a, "cells": {}})
+        row["cells"][a["workload"]] = a
+    return {"workloads": workloads, "rows": list(rows.values())}
+
+
 def context(tables, series, ctx) -> dict:
-    return {"amp": summary_amp(tables, series)}
+    amp = summary_amp(tables, series)
+    return {"amp": amp, "amp_matrix": amp_matrix(amp)}
 
 
 def headline(ctx, s) -> list[tuple[int, str]]:
