@@ -252,14 +252,9 @@ def test_compare_covers_every_table_that_declares_it():
 CROSS_STAGE_READERS = {
     "src/accelbench/registry.py": "the core figures over several stages (telemetry, roofline) and PLUGINS",
     "src/accelbench/reporting/html.py": "the comparison section's AMP rows (accelbench compare)",
-    "src/accelbench/reporting/plots.py": "the comparison figure's matmul panels (accelbench compare)",
     "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
     "workflow/rules/compare.smk": "the AMP comparison file",
     "bench/compare_power.py": "a benchmark of the matmul stage",
-    "bench/run_to_run_spread.py": "a benchmark of the matmul stage",
-    "bench/gpu_summary.py": "the GPU check's summary",
-    "bench/search_quality.py": "a benchmark of the shape search",
-    "bench/gpu_headline.py": "a benchmark of the matmul stage",
 }
 # a plug-in may read another's config or tables it is built on (these edges are declared here, in one place)
 PLUGIN_USES = {"accelbench.stages.matmul_search": {"matmul"}, "accelbench.stages.scaling": {"amp"},
