@@ -63,7 +63,7 @@ class FakeKernels:
     by its predicted cost, so the budget logic is exercised too."""
 
     def __init__(self, model: shape_search.QuantizedGemmModel):
-        from accelbench.measure.timing import summarize  # noqa: PLC0415 (only the fake needs it)
+        from accelbench.measure.timing import summarize  # lazy: only the fake needs it
 
         self.model, self.summarize, self.now = model, summarize, 0.0
 
@@ -74,7 +74,7 @@ class FakeKernels:
         return None
 
     def mode(self, dtype):
-        import contextlib  # noqa: PLC0415 (only the fake needs it)
+        import contextlib  # lazy: only the fake needs it
 
         return contextlib.nullcontext()
 

@@ -38,18 +38,18 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg", force=True)  # before pyplot: files only, never a window
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from .. import columns, registry  # noqa: E402
-from ..run.io import atomic_file  # noqa: E402
-from . import roofline as R  # noqa: E402
-from . import tables as S  # noqa: E402
+from .. import columns, registry
+from ..run.io import atomic_file
+from . import roofline as R
+from . import tables as S
 
 FIGURES = list(registry.FIGURES)
 TABLE_NAMES = list(registry.TABLES)
@@ -105,7 +105,7 @@ def _plain_log_y(ax):
 
 
 def _log2_axis(ax, values, label_fn=_size_label):
-    values = sorted(set(float(v) for v in values if v == v and v > 0))
+    values = sorted({float(v) for v in values if v == v and v > 0})
     ax.set_xscale("log", base=2)
     if values:
         ax.set_xticks(values)
@@ -348,7 +348,7 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
                                                   "speed_change_ci95_high_pct"))
         err = [[max(0.0, y - lo)] if lo == lo else [0.0], [max(0.0, hi - y)] if hi == hi else [0.0]]
         color = VERDICT_COLORS.get(row["verdict"], "#333333")
-        kw = dict(fmt=marker[str(row["device"])], color=color, ms=6, capsize=3, lw=1.6)
+        kw = {"fmt": marker[str(row["device"])], "color": color, "ms": 6, "capsize": 3, "lw": 1.6}
         (ax.errorbar(y, x, xerr=err, **kw) if horizontal else ax.errorbar(x, y, yerr=err, **kw))
 
     for ax, (name, sweep, value, d) in zip(axes, sweep_panels):
