@@ -236,6 +236,21 @@ def test_every_stage_plugin_is_declared_light_and_collected():
     assert orders == sorted(orders) and len(set(orders)) == len(orders)
 
 
+def test_declared_roles_live_in_their_stage_package():
+    """A table's GPU-check summary lines (Table.gpu_summary) and its comparison sweep (Compare.sweep) are declared
+    by its stage: the hook is in the stage's own package and loads, the sweep's column is one of the table's."""
+    hooks = {n: t.gpu_summary for n, t in registry.TABLES.items() if t.gpu_summary}
+    assert len(hooks) >= 3  # matmul, amp_summary, transfer
+    for name, hook in hooks.items():
+        package = registry.STAGES[registry.TABLES[name].stage].module.rpartition(".")[0]
+        assert hook.module.startswith(package + "."), (name, hook.target)
+        assert callable(hook.load()), name
+    sweeps = {n: t for n, t in registry.TABLES.items() if t.compare and t.compare.sweep}
+    assert sweeps
+    for name, t in sweeps.items():
+        assert t.compare.sweep.x in t.identity and t.compare.sweep.panel in (None, *t.identity), name
+
+
 def test_compare_covers_every_table_that_declares_it():
     from accelbench.reporting import compare
 
