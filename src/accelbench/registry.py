@@ -85,6 +85,8 @@ CORE_AFTER = (
           "run", entry="accelbench.reporting.history", resources=Resources(mem_mb=1000, runtime_min=5)),
     Stage("compare", "compare two runs point by point (did it get slower, and why?), or a run with published figures",
           "tool", entry="accelbench.reporting.compare"),
+    Stage("ab", "interleaved A/B: a baseline and a candidate as R fresh runs each, alternately, then compared as groups",
+          "tool", entry="accelbench.run.ab"),
 )
 # Figures over several stages' tables (the device's telemetry over the run; the roofline of every ceiling).
 CORE_FIGURES = (
