@@ -182,8 +182,11 @@ COMPARE_COLUMNS = (
     "candidate_samples", "time_ratio", "time_ratio_ci95_low", "time_ratio_ci95_high", "speed_change_pct",
     "speed_change_ci95_low_pct", "speed_change_ci95_high_pct", "min_effect_pct", "verdict", "reason",
     "provenance_diff", "method",
+    # the run as the unit (measure.runstats): runs per side in the statistics, their spread and its source, the test
+    "baseline_runs", "candidate_runs", "spread_log_sd", "spread_source", "t_df", "p_value", "tost_p",
 )
 COMPARE_VERDICTS = ("slower", "faster", "same", "inconclusive")
+COMPARE_SPREAD_SOURCES = ("groups", "history", "none")  # where a point's between-run spread came from
 
 
 # ---------------------------------------------------------------------------------------------------------
