@@ -83,7 +83,7 @@ CORE_AFTER = (
     # a rule once per run (``history add`` of the finished run, before aggregate), and a tool on the command line
     Stage("history", "every finished run in one store: each point's series over runs and its change points",
           "run", entry="accelbench.reporting.history", resources=Resources(mem_mb=1000, runtime_min=5)),
-    Stage("compare", "compare two runs point by point (did it get slower, and why?), or a run with published figures",
+    Stage("compare", "compare two groups of runs point by point (did it get slower, and why?), or a run with published figures",
           "tool", entry="accelbench.reporting.compare"),
 )
 # Figures over several stages' tables (the device's telemetry over the run; the roofline of every ceiling).

@@ -48,7 +48,7 @@ more runs (the 90% interval's half-width at 6 runs a side is about 5%): docs/com
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats

@@ -39,9 +39,9 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -369,7 +369,7 @@ def _usable(rows: list) -> tuple[list, list[str]]:
     for row in rows:
         if row["status"] not in TRUSTED:
             why.append(row["status"] or "not measured")
-        elif not run_median(row) == run_median(row):
+        elif math.isnan(run_median(row)):
             why.append("no median")
         else:
             keep.append(row)
@@ -385,10 +385,10 @@ def _side_reason(side: str, n_all: int, why: list[str]) -> str:
     return f"{side}: {len(why)} of {n_all} runs left out ({counts})"
 
 
-def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, runs=None) -> dict:
+def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, exclude=()) -> dict:
     """Ratio, interval and verdict of one matched point from each side's rows (``run_points``, one per run that
-    has the point; a single row is taken as a one-run side), with the reason when inconclusive. ``runs``: the
-    (baseline, candidate) Run of the first row of each side, for ``spread_of``."""
+    has the point; a single row is taken as a one-run side), with the reason when inconclusive. For
+    ``spread_of`` each row carries its Run as ``_run``; ``exclude``: the run ids history must leave out."""
     bs = [bs] if isinstance(bs, (dict, pd.Series)) else list(bs)
     cs = [cs] if isinstance(cs, (dict, pd.Series)) else list(cs)
     n_samples = (sum(len(r["samples"]) for r in bs), sum(len(r["samples"]) for r in cs))
@@ -412,8 +412,9 @@ def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, runs
         return {**out, "stats": _no_stats(), "verdict": "inconclusive", "reason": "; ".join(reasons),
                 "order": VERDICT_ORDER["inconclusive"]}
     history = None
-    if len(b_log) == 1 and len(c_log) == 1 and spread_of is not None and runs is not None:
-        history = spread_of(b_ok[0], runs[0], runs[1], [runs[0].run_id, runs[1].run_id])
+    b_run, c_run = b_ok[0].get("_run"), c_ok[0].get("_run")
+    if len(b_log) == 1 and len(c_log) == 1 and spread_of is not None and b_run is not None and c_run is not None:
+        history = spread_of(b_ok[0], b_run, c_run, list(exclude) or [b_run.run_id, c_run.run_id])
     stats = RS.compare_groups(b_log, c_log, min_effect,
                               spread_log_sd=history[0] if history else None,
                               spread_df=(history[1] - 1) if history else None)
@@ -667,7 +668,8 @@ def compare_groups(base: Group, cand: Group, min_effect: float = DEFAULT_MIN_EFF
     rows = []
     for bl, cl in pairs:
         b, c = bl[0][1], cl[0][1]
-        j = judge([r for _, r in bl], [r for _, r in cl], min_effect, spread_of, runs=(bl[0][0], cl[0][0]))
+        j = judge([_with_run(r, run) for run, r in bl], [_with_run(r, run) for run, r in cl], min_effect, spread_of,
+                  exclude=[*base.ids, *cand.ids])
         st = j["stats"]
         est = R.RatioEstimate(st["ratio"], st["ci95_low"], st["ci95_high"], *j["n_samples"])
         low_pct, high_pct = (100 * v for v in est.speed_change_interval)
@@ -708,6 +710,12 @@ def compare_groups(base: Group, cand: Group, min_effect: float = DEFAULT_MIN_EFF
                       amp_comparison(base_run, cand_run, any_device_model),
                       provenance_diff(base_run, cand_run, base_each[0], cand_each[0]), labels,
                       runs=(base.ids, cand.ids))
+
+
+def _with_run(row: pd.Series, run: Run) -> pd.Series:
+    row = row.copy()
+    row["_run"] = run
+    return row
 
 
 def _statuses(lst) -> str:
@@ -937,7 +945,7 @@ def _cli(args) -> int:
         base_paths, cand_paths = ([resolve_run(a, results)] for a in args.runs)
     both = {str(p.resolve()) for p in base_paths} & {str(p.resolve()) for p in cand_paths}
     if both:
-        raise CompareInputError(f"--candidate: run {Path(sorted(both)[0]).name} is in both groups")
+        raise CompareInputError(f"--candidate: run {Path(min(both)).name} is in both groups")
     base = Group([load_run(p) for p in base_paths])
     cand = Group([load_run(p) for p in cand_paths])
     cmp = compare_groups(base, cand, args.min_effect, args.any_device_model, allow_mixed=args.allow_mixed,
