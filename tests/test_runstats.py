@@ -64,7 +64,7 @@ def test_simulated_false_alarms_and_power_with_runs_as_the_unit():
 
 def test_the_same_simulation_catches_pseudo_replication():
     """Timed blocks of one run each as the replicates (the old ``measure.ratio`` verdict) in the A/A case:
-    the run effect never enters its interval, so it calls most pairs slower or faster."""
+    the run effect never enters its interval, so it calls about a third of them slower or faster."""
     rng = np.random.default_rng(7)
     blocks = np.exp(simulate_runs(rng, 300, 2))
     words = [R.verdict(R.hodges_lehmann_ratio(b[0], b[1]), 0.05) for b in blocks]
