@@ -48,7 +48,7 @@ more runs (the 90% interval's half-width at 6 runs a side is about 5%): docs/com
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
@@ -137,8 +137,7 @@ def compare_groups(base_log_medians: Sequence[float], cand_log_medians: Sequence
         if not dof >= 1:
             return _empty(f"1 run per side; the given spread has {spread_df} degrees of freedom", ratio)
     else:
-        return _empty("1 run per side (no between-run spread: give more runs, or a measured one from history)",
-                      ratio)
+        return _empty("1 run per side", ratio)  # no between-run spread: more runs, or a measured one
     if se == 0:  # every run of both sides gave the same median: an exact answer
         p = 0.0 if d != 0 else 1.0
         tost = 0.0 if lo_m < d < hi_m else 1.0
