@@ -38,6 +38,7 @@ import pandas as pd
 import yaml
 
 from accelbench import registry
+from accelbench.reporting import compare, history
 from accelbench.run import ab
 from accelbench.run.config import check
 
@@ -77,6 +78,9 @@ def main() -> None:
     p.add_argument("--ids", nargs="+", default=None, help="with --runs-dir: these run ids (default: every run)")
     p.add_argument("--sizes", type=int, nargs="+", default=None, help="group sizes (default: 1, 2, 3 and R)")
     p.add_argument("--min-effect", type=float, default=None, help="compare's min effect (default: compare's)")
+    p.add_argument("--max-splits", type=int, default=0, help="judge at most this many splits per size, drawn at "
+                   "random (default 0: every split)")
+    p.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
     args = p.parse_args()
     if args.runs_dir is None:
         if args.runs < 10:
@@ -88,7 +92,92 @@ def main() -> None:
     else:
         results = args.runs_dir
         ids = args.ids or sorted(q.parent.name for q in results.glob(f"*/{registry.RUN_FILE}"))
-    raise SystemExit("aa_false_alarms: judging is not written yet")
+    if len(ids) < 4:
+        raise SystemExit(f"aa_false_alarms: {len(ids)} finished run(s) under {results}; at least 4 are needed")
+    min_effect = compare.DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect
+    sizes = args.sizes or [k for k in dict.fromkeys((1, 2, 3, ab.DEFAULT_RUNS)) if 2 * k <= len(ids)]
+    store = results / registry.HISTORY_FILE
+    t0 = time.monotonic()
+    runs, index = load(results, ids)
+    print(f"{len(ids)} runs under {results} ({', '.join(ids)}): {len(index)} points matched in every run; "
+          f"min effect {100 * min_effect:g}%; loaded in {time.monotonic() - t0:.0f} s", flush=True)
+    spread = spreads(index)
+    print("between-run spread (sd of log run medians over all runs, trusted points): median "
+          f"{100 * np.median(spread):.1f}%, largest {100 * np.max(spread):.1f}% over {len(spread)} points")
+    rows = []
+    for k in sizes:
+        splits = list(every_split(len(ids), k))
+        if args.max_splits and len(splits) > args.max_splits:
+            pick = np.random.default_rng(0).choice(len(splits), args.max_splits, replace=False)
+            splits = [splits[i] for i in sorted(pick)]
+        counts = judge_splits(runs, index, splits, min_effect)
+        rows.append({"runs a side": k, "splits": len(splits), **counts})
+        print(f"  {k} vs {k}: {len(splits)} splits judged", flush=True)
+    if store.is_file():  # 1 vs 1 with the spread history measured for the point (the two runs left out)
+        counts = judge_splits(runs, index, list(every_split(len(ids), 1)), min_effect,
+                              spread_of=history.spread_lookup(store, min_effect))
+        rows.append({"runs a side": "1 (history spread)", "splits": len(list(every_split(len(ids), 1))), **counts})
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False))
+    for row in rows:
+        if row["runs a side"] == 1:
+            claimed = row["false slower"] + row["false faster"]
+            print(f"1 vs 1 without a measured spread: {claimed} slower/faster verdict(s) of {row['comparisons']} "
+                  + ("(none, as required)" if claimed == 0 else "(MUST be none)"))
+    worst = max((r for r in rows if r["runs a side"] != 1), key=lambda r: r["false %"], default=None)
+    if worst is not None:
+        print(f"largest false-alarm share over the group sizes: {worst['false %']:.2f}% at {worst['runs a side']} a "
+              f"side (target: at most 5%)" + ("" if worst["false %"] <= 5 else " - ABOVE the target"))
+    if args.out:
+        table.to_csv(args.out, index=False)
+
+
+def load(results: Path, ids: list[str]):
+    """Each run read and checked once (``accelbench compare``'s load_run), its points (run_points) indexed by
+    compare's match key; only points every run has."""
+    runs = [compare.load_run(compare.resolve_run(rid, results)) for rid in ids]
+    per_run = []
+    for run in runs:
+        pts = compare.run_points(run)
+        per_run.append({compare.match_key(r, False): compare._with_run(r, run) for _, r in pts.iterrows()})
+    keys = [k for k in per_run[0] if all(k in p for p in per_run[1:])]
+    return runs, {k: [p[k] for p in per_run] for k in keys}
+
+
+def spreads(index: dict) -> list[float]:
+    out = []
+    for rows in index.values():
+        med = [compare.run_median(r) for r in rows if r["status"] in compare.TRUSTED]
+        med = [m for m in med if m == m and m > 0]
+        if len(med) >= 3:
+            out.append(float(np.std(np.log(med), ddof=1)))
+    return out
+
+
+def every_split(n: int, k: int):
+    """Every ordered pair (baseline, candidate) of disjoint k-subsets of range(n)."""
+    for base in itertools.combinations(range(n), k):
+        rest = [i for i in range(n) if i not in base]
+        for cand in itertools.combinations(rest, k):
+            yield base, cand
+
+
+def judge_splits(runs, index: dict, splits, min_effect: float, spread_of=None) -> dict:
+    """Every split's every point through compare's judge (the verdict ``accelbench compare --baseline ...
+    --candidate ...`` writes for that point): the counts of each verdict and the false share."""
+    counts = dict.fromkeys(("slower", "faster", "same", "inconclusive"), 0)
+    for base, cand in splits:
+        exclude = [runs[i].run_id for i in (*base, *cand)]
+        for rows in index.values():
+            v = compare.judge([rows[i] for i in base], [rows[i] for i in cand], min_effect, spread_of,
+                              exclude=exclude)["verdict"]
+            counts[v] += 1
+    n = sum(counts.values())
+    return {"comparisons": n, "false slower": counts["slower"], "false faster": counts["faster"],
+            "same": counts["same"], "inconclusive": counts["inconclusive"],
+            "false %": round(100 * (counts["slower"] + counts["faster"]) / n, 2) if n else math.nan,
+            "false % of judged": round(100 * (counts["slower"] + counts["faster"])
+                                       / max(1, n - counts["inconclusive"]), 2)}
 
 
 if __name__ == "__main__":
