@@ -78,7 +78,7 @@ def simulated_power(runs: int, spread_log_sd: float = SPREAD_LOG_SD, slowdown: f
     ``slower``: the power of the method as it is, Welch's degrees of freedom and the min-effect floor included."""
     import numpy as np  # lazily: listing the CLI's subcommands must not import numpy or scipy
 
-    from ..measure.runstats import compare_groups
+    from ..measure.runstats import compare_groups  # lazily, as numpy: runstats imports scipy
 
     rng = np.random.default_rng(seed)
     delta = math.log1p(slowdown)
