@@ -312,8 +312,9 @@ def compare_argv(plan: Plan, baseline: list[str], candidate: list[str], min_effe
     return argv
 
 
-def execute(plan: Plan, min_effect: float | None = None, out=sys.stdout) -> int:
+def execute(plan: Plan, min_effect: float | None = None, out=None) -> int:
     """Every repetition in order, then the group comparison: its exit code (0 same, 1 slower, 2 unusable)."""
+    out = out or sys.stdout  # at call time: whatever stdout is then (a redirect, a test's capture)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     steps = plan.steps()
     record = {"name": plan.name, "workdir": str(plan.workdir), "snakefile": str(plan.snakefile), "cores": plan.cores,
