@@ -64,7 +64,8 @@ def make_runs(workdir: Path, n: int, cores: int) -> list[str]:
         argv = ab.snakemake_argv(sys.executable, snakefile, workdir, cfg, rid, cores)
         t0 = time.monotonic()
         with open(workdir / f"{rid}.log", "w") as log:
-            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=ab.run_env(sys.executable)).returncode
+            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=ab.run_env(sys.executable),
+                                check=False).returncode
         print(f"run {i}/{n} {rid}: " + (f"{time.monotonic() - t0:.0f} s" if rc == 0 else f"FAILED (exit {rc})"),
               flush=True)
     return [r for r in ids if (workdir / registry.RESULTS / r / registry.HISTORY_RECEIPT).is_file()]
@@ -152,7 +153,7 @@ def spreads(index: dict) -> list[float]:
     out = []
     for rows in index.values():
         med = [compare.run_median(r) for r in rows if r["status"] in compare.TRUSTED]
-        med = [m for m in med if m == m and m > 0]
+        med = [m for m in med if math.isfinite(m) and m > 0]
         if len(med) >= 3:
             out.append(float(np.std(np.log(med), ddof=1)))
     return out
@@ -175,8 +176,8 @@ def judge_splits(runs, index: dict, splits, min_effect: float, spread_of=None, c
     the first ``check`` (split, point) pairs are also run through compare's own ``judge`` and must agree (else the
     bench stops). With ``spread_of`` (1 vs 1 with history's spread) every point goes through ``judge``."""
     keys = list(index)
-    usable = {k: [r["status"] in compare.TRUSTED and compare.run_median(r) == compare.run_median(r)
-                  for r in index[k]] for k in keys}
+    usable = {k: [r["status"] in compare.TRUSTED and not math.isnan(compare.run_median(r)) for r in index[k]]
+              for k in keys}
     logmed = {k: [math.log(compare.run_median(r)) if ok else math.nan for r, ok in zip(index[k], usable[k])]
               for k in keys}
     counts = dict.fromkeys(("slower", "faster", "same", "inconclusive"), 0)

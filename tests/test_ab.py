@@ -5,6 +5,7 @@ interleaved A/B (slow)."""
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import stat
@@ -14,13 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from tiny_config import AB_TINY
+from workflow_runner import REPO
 
 from accelbench import cli, registry
 from accelbench.run import ab
 from accelbench.run.config import ConfigError
-from tiny_config import AB_TINY
-from workflow_runner import REPO
-
 
 # ---------------------------------------------------------------------------------------------- the order
 
@@ -155,7 +155,7 @@ def test_execute_runs_argv_lists_leaves_a_failed_run_out_and_compares_the_rest(t
 
     monkeypatch.setattr(ab.subprocess, "run", fake_run)
     monkeypatch.setattr(cli, "main", lambda argv: compared.append(argv) or 1)
-    rc = ab.execute(plan, min_effect=0.1, out=open(os.devnull, "w"))
+    rc = ab.execute(plan, min_effect=0.1, out=io.StringIO())
     assert rc == 1 and len(calls) == 4
     argv = compared[0]
     assert argv[0] == "compare" and argv[argv.index("--baseline") + 1] == "f-a-01,f-a-02"
@@ -173,7 +173,7 @@ def test_no_finished_run_on_a_side_is_unusable(tmp_path, monkeypatch):
     plan = ab.build_plan(args_for(tmp_path, "--baseline-config", str(a), "--runs", "1", "--name", "g"))
     monkeypatch.setattr(ab.subprocess, "run", lambda argv, **kw: type("D", (), {"returncode": 3})())
     monkeypatch.setattr(cli, "main", lambda argv: pytest.fail("compared without runs"))
-    assert ab.execute(plan, out=open(os.devnull, "w")) == 2
+    assert ab.execute(plan, out=io.StringIO()) == 2
 
 
 # ---------------------------------------------------------------------------------------------- bad input

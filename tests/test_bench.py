@@ -188,7 +188,7 @@ def test_compare_power_detects_pseudo_replication_and_judges_runs_as_the_unit(tm
     (lag-1 0.9) the time-ordered halves flag the dependence that random halves cannot see; with independent blocks
     and no run effect nothing is flagged; 1 vs 1 never claims a verdict."""
     bench = [sys.executable, str(REPO / "bench" / "compare_power.py"), "--simulate"]
-    run = lambda *a: subprocess.run([*bench, *a], capture_output=True, text=True, timeout=600, cwd=REPO)  # noqa: E731
+    run = lambda *a: subprocess.run([*bench, *a], capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
     drift = run("--runs", "10", "--phi", "0.3", "--run-sd", "0.08")
     assert drift.returncode == 0, drift.stderr[-2000:]
     t = _power_table(drift.stdout)
@@ -222,7 +222,7 @@ def test_compare_power_reads_sample_files_of_separate_runs(tmp_path):
         files.append(tmp_path / f"{name}.parquet")
         atomic_write_parquet(files[-1], S.from_block_rows("matmul", rows))
     out = subprocess.run([sys.executable, str(REPO / "bench" / "compare_power.py"), "--samples", *map(str, files)],
-                         capture_output=True, text=True, timeout=600, cwd=REPO)
+                         capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("4 runs from --samples")
     t = _power_table(out.stdout)

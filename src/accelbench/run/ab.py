@@ -169,7 +169,7 @@ def check_python(python: str, key: str) -> str:
         raise ConfigError(f"{key}: {python!r} has no accelbench next to it ({path.parent}/accelbench); allowed: the "
                           "python of an environment with accelbench installed")
     probe = subprocess.run([str(path), "-c", "import accelbench, snakemake"], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=120, check=False)
     if probe.returncode:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         raise ConfigError(f"{key}: {python!r} cannot import accelbench and snakemake ({last})")
@@ -328,7 +328,7 @@ def execute(plan: Plan, min_effect: float | None = None, out=None) -> int:
         t0 = time.monotonic()
         with open(plan.out_dir / f"{step['run_id']}.log", "w") as log:
             rc = subprocess.run(step["argv"], stdout=log, stderr=subprocess.STDOUT, env=run_env(side.python),
-                                cwd=plan.workdir).returncode
+                                cwd=plan.workdir, check=False).returncode
         step.update(returncode=rc, wall_s=round(time.monotonic() - t0, 1), ok=rc == 0)
         if rc == 0:
             side.runs.append(step["run_id"])
