@@ -711,8 +711,9 @@ def build(base: Path, name: str) -> dict:
     ``two_runs``: the CPU and the CUDA run; ``cpu_only``: the CPU run alone; ``incomplete``: both runs with
     the CUDA matmul file truncated, aggregated with --allow-incomplete (its report reuses two_runs' figures);
     ``empty``: a results folder without runs, aggregated with --allow-incomplete; ``compared``: the CPU run and
-    the same laptop with 1 thread (``write_slower_cpu_run``), compared by ``accelbench compare`` and reported with
-    its "Compared with" section; ``history``: the CPU run and twelve nightly copies of it, the last five 20%
+    the same laptop with 1 thread (``write_slower_cpu_run``), each with two more runs of its config outside
+    results/ (``write_replicates``, medians times 1.02 and 0.98), compared as groups of 3 by ``accelbench compare``
+    and reported with its "Compared with" section; ``history``: the CPU run and twelve nightly copies of it, the last five 20%
     slower (a change point at night-007), each added to the history store as the pipeline does, aggregated with
     the default focus (the latest five runs in full, the rest as history).
     """
@@ -730,10 +731,14 @@ def build(base: Path, name: str) -> dict:
         write_nightly_copies(results / "laptop-cpu", results, [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0,
                                                                1.2, 1.21, 1.19, 1.2, 1.22])
     comparison = []
-    if name == "compared":
+    if name == "compared":  # 3 runs a side: the two under results/ and two more of each outside (not reported)
         write_slower_cpu_run(results)
-        assert main(["compare", "--results", str(results), "laptop-cpu", "laptop-cpu-1t"]) == 1
-        comparison = ["--comparison", str(results / "compare" / "laptop-cpu__laptop-cpu-1t.csv")]
+        more = root / "replicates"
+        base = [results / "laptop-cpu", *write_replicates(results / "laptop-cpu", more, [1.02, 0.98])]
+        cand = [results / "laptop-cpu-1t", *write_replicates(results / "laptop-cpu-1t", more, [0.98, 1.02])]
+        assert main(["compare", "--results", str(results), "--baseline", ",".join(map(str, base)),
+                     "--candidate", ",".join(map(str, cand))]) == 1
+        comparison = ["--comparison", str(results / "compare" / "laptop-cpu+2__laptop-cpu-1t+2.csv")]
     runs = sorted(str(d) for d in results.iterdir() if (d / registry.RUN_FILE).is_file())
     if runs:  # each finished run adds itself to the history store (the pipeline's history rule)
         assert main(["history", "add", *runs, "--store", str(results / registry.HISTORY_FILE)]) == 0
@@ -753,15 +758,31 @@ def build(base: Path, name: str) -> dict:
     return _BUILT[name]
 
 
-def write_nightly_copies(source: Path, results: Path, factors) -> list[Path]:
-    """Copies of a run a day apart (``night-000``...), every compared median times its factor
-    (bench/scale_report.py's ``copy_run``)."""
+def _scale_report():
     import importlib.util
-    from datetime import datetime, timedelta, timezone
 
     spec = importlib.util.spec_from_file_location("scale_report", REPO / "bench" / "scale_report.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def write_replicates(source: Path, dest: Path, factors, prefix: str | None = None) -> list[Path]:
+    """Further runs of ``source``'s config (``<prefix>-r1``...; prefix: the source's folder name) under ``dest``:
+    every compared median times its factor, one factor per run (run-to-run variation, or a planted change),
+    through bench/scale_report.py's ``copy_run``."""
+    bench = _scale_report()
+    prefix = prefix or Path(source).name
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    return [bench.copy_run(Path(source), Path(dest), f"{prefix}-r{i}", f) for i, f in enumerate(factors, start=1)]
+
+
+def write_nightly_copies(source: Path, results: Path, factors) -> list[Path]:
+    """Copies of a run a day apart (``night-000``...), every compared median times its factor
+    (bench/scale_report.py's ``copy_run``)."""
+    from datetime import datetime, timedelta, timezone
+
+    bench = _scale_report()
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     return [bench.copy_run(source, results, f"night-{i:03d}", f, t0 + timedelta(days=i)) for i, f in enumerate(factors)]
 

@@ -129,8 +129,8 @@ def test_report_in_chromium(browser, fixtures, name):
                     first: s.querySelector('#compare-table tbody tr').dataset.verdict,
                     amp: s.querySelectorAll('#compare-amp tbody tr').length,
                     prov: document.getElementById('compare-provenance').innerText};""")
-        assert section["title"] == "Compared with laptop-cpu" and section["after"] == "summary"
-        assert section["headline"].startswith("laptop-cpu-1t against laptop-cpu: 2 of ")
+        assert section["title"] == "Compared with laptop-cpu+2" and section["after"] == "summary"  # 3 runs a side
+        assert section["headline"].startswith("laptop-cpu-1t+2 against laptop-cpu+2 (3 vs 3 runs): 2 of ")
         assert section["img"][0] > 500 and 0 < section["img"][1] <= WIDTH
         assert section["slower"] == 2 and section["first"] == "slower" and section["amp"] == 4  # mlp, transformer, gpt, resnet
         assert "threads" in section["prov"] and "cpu_threads" in section["prov"]

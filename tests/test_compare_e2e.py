@@ -1,7 +1,8 @@
 """``accelbench compare`` on real runs: the whole pipeline (snakemake, tiny CPU config) run with ``cpu_threads``
-2, then 1 with ``--config compare_to=<the 2-thread run>`` (the compare step and the report's section), then the
-1-thread config once more; ``accelbench compare`` must call the 1-thread float32 points at n >= 512 slower, name the
-threads, exit 1, and find nothing slower between the two 1-thread runs.
+2, then 1 with ``--config compare_to=<the 2-thread run>`` (the compare step and the report's section: one run a
+side, so inconclusive), then 2 and 1 once more; ``accelbench compare`` of the two groups of two runs must call the
+1-thread float32 points at n >= 512 slower, name the threads and exit 1; two runs of one 1-thread config compared
+one against one are never slower (and say "1 run per side").
 
 Why this is not flaky. On an idle 2-core machine two MKL threads multiply float32 512x512 and 1024x1024 matrices
 about 2x as fast as one (measured here: 320-336 against 160-170 GFLOP/s), a speed change of -50% against the
@@ -87,13 +88,18 @@ def pipeline(work: Path, run: str, threads: int, compare_to: str = "") -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-def compare(work: Path, baseline: str, candidate: str, min_effect: float) -> tuple[int, pd.DataFrame, str]:
-    out_dir = work / "cli" / f"{baseline}__{candidate}"
-    proc = subprocess.run([str(BIN / "accelbench"), "compare", baseline, candidate, "--min-effect", str(min_effect),
+def compare(work: Path, baseline, candidate, min_effect: float) -> tuple[int, pd.DataFrame, str]:
+    """``accelbench compare`` of two runs, or of two groups (lists of run ids)."""
+    groups = isinstance(baseline, list)
+    names = (f"{baseline[0]}+{len(baseline) - 1}", f"{candidate[0]}+{len(candidate) - 1}") if groups else \
+        (baseline, candidate)
+    runs = ["--baseline", ",".join(baseline), "--candidate", ",".join(candidate)] if groups else [baseline, candidate]
+    out_dir = work / "cli" / f"{names[0]}__{names[1]}"
+    proc = subprocess.run([str(BIN / "accelbench"), "compare", *runs, "--min-effect", str(min_effect),
                            "--out-dir", str(out_dir), "--no-plot"], cwd=work, capture_output=True, text=True,
                           timeout=300, env=snakemake_env())
     assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode, pd.read_csv(out_dir / f"{baseline}__{candidate}.csv"), proc.stdout
+    return proc.returncode, pd.read_csv(out_dir / f"{names[0]}__{names[1]}.csv"), proc.stdout
 
 
 def test_compare_step_in_the_workflow_and_the_verdicts_of_real_runs(work):
@@ -111,17 +117,23 @@ def test_compare_step_in_the_workflow_and_the_verdicts_of_real_runs(work):
             assert html.index('id="summary"') < html.index('id="compare"') < html.index('id="environment"')
             assert f"{one} against {two}:" in html and "threads 2\u21921" in html
             assert 'alt="comparison: ' in html
-        rc, df, out = compare(work, two, one, min_effect=0.2)
+            step = pd.read_csv(written)
+            alone = step[(step["match"] == "both") & (step["spread_source"] == "none")]
+            assert not alone["verdict"].isin(["slower", "faster"]).any()  # one run a side: no spread, no claim
+        pipeline(work, f"{two}-b", threads=2)  # A B A B: slow drift falls on both sides
+        pipeline(work, f"{one}-b", threads=1)
+        rc, df, out = compare(work, [two, f"{two}-b"], [one, f"{one}-b"], min_effect=0.2)
         fp32 = df[(df["table"] == "matmul") & (df["dtype"] == "float32") & (df["n"] >= 512) & (df["match"] == "both")]
         seen.append(fp32[["n", "verdict", "speed_change_pct", "provenance_diff"]].to_dict("records"))
         if rc == 1 and len(fp32) == 2 and (fp32["verdict"] == "slower").all():
             break
     assert rc == 1, seen
     assert sorted(fp32["n"]) == [512, 1024] and (fp32["verdict"] == "slower").all(), seen
-    assert (fp32["speed_change_ci95_high_pct"] < -20).all()
+    assert (fp32["speed_change_ci95_high_pct"] < 0).all() and (fp32["speed_change_pct"] < -20).all()
+    assert (fp32["baseline_runs"] == 2).all() and (fp32["spread_source"] == "groups").all()
     assert fp32["provenance_diff"].str.contains("threads 2\u21921").all()
     assert "threads 2\u21921" in out and out.splitlines()[1].split()[0] == "slower"
-    prov = pd.read_csv(work / "cli" / f"{two}__{one}" / f"{two}__{one}_provenance.csv")
+    prov = pd.read_csv(work / "cli" / f"{two}+1__{one}+1" / f"{two}+1__{one}+1_provenance.csv")
     assert {"threads", "cpu_threads"} <= set(prov["field"])
 
 
@@ -138,5 +150,7 @@ def test_the_same_config_twice_is_never_slower(work):
             break
     assert rc == 0 and not (df["verdict"] == "slower").any(), seen
     matched = df[df["match"] == "both"]
+    measured = matched[matched["speed_change_pct"].notna()]  # one run a side: "1 run per side", or history's spread
+    assert len(measured) and ((measured["reason"] == "1 run per side") | (measured["spread_source"] == "history")).all()
     assert len(matched) >= 7  # warm-up, 2 matmul points, 4 AMP trials
     assert matched["provenance_diff"].astype("string").fillna("").eq("").all()  # nothing but the run id differs

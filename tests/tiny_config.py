@@ -44,3 +44,16 @@ SCALING_ON = {
     "timeout_s": 300,
     "min_run_time_s": 0.02,
 }
+
+# Smaller still, for tests that make several whole runs (tests/test_ab.py: four runs of an interleaved A/B): float32
+# matmul at two sizes without the search, one AMP workload and seed, the host attention sweep cut to one point
+# per kernel. Every stage still runs (each job's floor is its process start, about 3 s here).
+AB_TINY = {
+    **TINY,
+    "matmul": {"sizes": [64, 128], "dtypes": ["float32"], "fp8": False, "min_run_time_s": 0.05,
+               "point_budget_s": 2.0},
+    "amp": {**TINY["amp"], "workloads": ["mlp"], "seeds": [0]},
+    "attention": {"host": {"kernels": ["math"], "dtypes": ["float32"], "fp8": False, "modes": ["forward"], "batch": 1,
+                           "heads": 2, "seq_lens": [64], "head_dims": [64], "causal": [False],
+                           "min_run_time_s": 0.02}},
+}

@@ -83,8 +83,10 @@ CORE_AFTER = (
     # a rule once per run (``history add`` of the finished run, before aggregate), and a tool on the command line
     Stage("history", "every finished run in one store: each point's series over runs and its change points",
           "run", entry="accelbench.reporting.history", resources=Resources(mem_mb=1000, runtime_min=5)),
-    Stage("compare", "compare two runs point by point (did it get slower, and why?), or a run with published figures",
+    Stage("compare", "compare two groups of runs point by point (did it get slower, and why?), or a run with published figures",
           "tool", entry="accelbench.reporting.compare"),
+    Stage("ab", "interleaved A/B: a baseline and a candidate as R fresh runs each, alternately, then compared as groups",
+          "tool", entry="accelbench.run.ab"),
 )
 # Figures over several stages' tables (the device's telemetry over the run; the roofline of every ceiling).
 CORE_FIGURES = (
@@ -182,8 +184,11 @@ COMPARE_COLUMNS = (
     "candidate_samples", "time_ratio", "time_ratio_ci95_low", "time_ratio_ci95_high", "speed_change_pct",
     "speed_change_ci95_low_pct", "speed_change_ci95_high_pct", "min_effect_pct", "verdict", "reason",
     "provenance_diff", "method",
+    # the run as the unit (measure.runstats): runs per side in the statistics, their spread and its source, the test
+    "baseline_runs", "candidate_runs", "spread_log_sd", "spread_source", "t_df", "p_value", "tost_p",
 )
 COMPARE_VERDICTS = ("slower", "faster", "same", "inconclusive")
+COMPARE_SPREAD_SOURCES = ("groups", "history", "none")  # where a point's between-run spread came from
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,24 +1,34 @@
-"""``accelbench compare BASELINE CANDIDATE``: did it get slower, and why?
+"""``accelbench compare``: did it get slower, and why? Two groups of runs, the run as the unit of replication.
 
-Each run is a run folder (holding ``run.json``) or a run id under ``--results``. Every measured point of
-the candidate (matmul, transfer, warm-up, AMP trials) is matched with the baseline's point of the same
-identity: its table, backend, device, device model and ``registry.POINT_IDENTITY`` (dtype, n, TF32 flag;
-direction, memory, size; workload, mode, seed). Points without a partner are listed per side.
+``accelbench compare --baseline A[,B,...] --candidate C[,D,...]`` (or ``accelbench compare BASELINE CANDIDATE``, one
+run a side): each entry is a run folder (holding ``run.json``), a run id under ``--results``, or a label (every run
+under ``--results`` whose ``run.json`` has that ``label``). Every measured point of the candidate runs (matmul,
+transfer, warm-up, AMP trials) is matched with the baseline's point of the same identity: its table, backend,
+device, device model and ``registry.POINT_IDENTITY`` (dtype, n, TF32 flag; direction, memory, size; workload, mode,
+seed). Points without a partner are listed per side.
 
-Per matched point, from the raw samples (``registry.SAMPLES``): the candidate/baseline time ratio with its
-95% interval (Hodges-Lehmann with the Mann-Whitney interval, ``measure.ratio``, whose doc says why) and a
-verdict: ``slower``/``faster`` when the speed change's interval lies wholly beyond -/+``--min-effect``,
-``same`` when within it, ``inconclusive`` otherwise or when either side is not a trustworthy measurement
-(``unstable``, ``invalid``, ``wrong_result``, not measured). Next to each verdict the provenance that differs
-for that point (method_version, threads, device model, driver, torch/CUDA/HIP, image, commit, the
-stage's config keys), e.g. ``slower -12% [-14, -10]; threads 2->1``; the whole provenance diff (run,
-backend, stage and config level) is its own table. AMP: each run's speedup over FP32 and accuracy
-difference, and how they changed, with paired-by-seed t intervals (``measure.paired``).
+**Per matched point**, each run is one number: its median time (the table's ``Compare.median`` column, which is
+what the history store keeps too; the median of the run's steady samples where that column is empty). The
+inference is on the log run medians (``measure.runstats``, whose doc has the method and its references): the
+candidate/baseline time ratio (of geometric means) with a 95% Welch t interval, which covers the variance
+**between runs** (a fresh process each), not the timed blocks inside one (they are autocorrelated and share the
+process's start-up state: treating them as replicates gave 63% false verdicts between runs of one config, issue
+21). ``slower``/``faster``: the change is significant and larger than ``--min-effect``; ``same``: shown to lie within
++-``--min-effect`` by two one-sided tests (TOST); ``inconclusive`` otherwise, or when a side has no trustworthy run
+(``unstable``, ``invalid``, ``wrong_result``, not measured). With one run a side the runs carry no between-run
+spread: the verdict is ``inconclusive`` ("1 run per side") unless the history store (``results/history.duckdb``)
+holds this point's measured spread on this testbed (``spread_source`` ``history``, named in the reason).
+
+Next to each verdict the provenance that differs for that point (method_version, threads, device model, driver,
+torch/CUDA/HIP, image, commit, the stage's config keys; the first run of each side), e.g. ``slower -12% [-14, -10];
+threads 2->1``; the whole provenance diff is its own table. AMP: the first runs' speedups over FP32 and accuracy
+differences, and how they changed, with paired-by-seed t intervals (``measure.paired``).
 
 Output: a compact table on stdout, regressions first; ``<results>/compare/<baseline>__<candidate>.csv``
-(``registry.COMPARE_COLUMNS``), ``..._amp.csv``, ``..._provenance.csv`` and a figure of the ratios
-(``.png``, ``.svg``). Exit 0 when no point is slower, 1 when any is, 2 on bad input (a missing run, a
-corrupt or truncated CSV or sample file, no matched point): one line naming the run or file, nothing written.
+(``registry.COMPARE_COLUMNS``; a group of several runs is named ``<first run>+<more>``, ``group_name``), ``..._amp.csv``,
+``..._provenance.csv`` and a figure of the ratios (``.png``, ``.svg``). Exit 0 when no point is slower, 1 when any is,
+2 on bad input (a missing run, a corrupt or truncated CSV or sample file, an empty group, a group that mixes device
+models or configs without ``--allow-mixed``, no matched point): one line naming the run or file, nothing written.
 
 ``--against references`` adds (or, with one run, gives only) how the run's best matmul throughput compares
 with the published figures shipped in ``accelbench/data/references.yaml`` (``stages.matmul.references``).
@@ -29,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +49,7 @@ import pandas as pd
 from .. import registry
 from ..columns import COMPARABLE
 from ..measure import ratio as R
+from ..measure import runstats as RS
 from ..measure import samples as sample_table
 from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
@@ -161,6 +173,107 @@ def _check_sample_counts(run: Run) -> None:
                                         f"says {int(blocks)} blocks (truncated or from another run)")
 
 
+def runs_with_label(label: str, results: Path) -> list[Path]:
+    """The run folders under ``results`` whose run.json has ``"label": label`` (sorted by folder name)."""
+    out = []
+    for file in sorted(Path(results).glob(f"*/{registry.RUN_FILE}")):
+        try:
+            info = json.loads(file.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue  # a damaged run is named when it is named itself, not while looking for labels
+        if isinstance(info, dict) and str(info.get("label") or "") == label:
+            out.append(file.parent)
+    return out
+
+
+def resolve_group(spec: str, results: Path, flag: str) -> list[Path]:
+    """``A,B,...``: each a run folder, a run id under ``results`` or a label (every run labelled so); one line
+    naming the problem (an empty group or entry, no such run, a run given twice) otherwise."""
+    entries = [e.strip() for e in str(spec).split(",")]
+    if not spec or not spec.strip() or not any(entries):
+        raise CompareInputError(f"{flag}: empty group; allowed: one or more run ids, run folders or labels, "
+                                "comma-separated")
+    if not all(entries):
+        raise CompareInputError(f"{flag}: {spec!r} has an empty entry; allowed: run ids, run folders or labels, "
+                                "comma-separated")
+    paths: list[Path] = []
+    for entry in entries:
+        try:
+            found = [resolve_run(entry, results)]
+        except CompareInputError:
+            found = runs_with_label(entry, results)
+            if not found:
+                raise
+        paths += found
+    seen: dict[str, Path] = {}
+    for path in paths:
+        key = str(path.resolve())
+        if key in seen:
+            raise CompareInputError(f"{flag}: run {path.name} is given twice")
+        seen[key] = path
+    return paths
+
+
+@dataclass
+class Group:
+    """The runs of one side (baseline or candidate), each read and checked (``load_run``)."""
+
+    runs: list[Run]
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.run_id for r in self.runs]
+
+    @property
+    def name(self) -> str:
+        return group_name(self.ids)
+
+    @property
+    def first(self) -> Run:
+        return self.runs[0]
+
+
+def group_name(run_ids) -> str:
+    """How a group is named in file names and headlines: its run id for one run, ``<first>+<more>`` otherwise."""
+    run_ids = list(run_ids)
+    return run_ids[0] if len(run_ids) == 1 else f"{run_ids[0]}+{len(run_ids) - 1}"
+
+
+def timing_config_diff(a: Run, b: Run) -> list[tuple[str, str, str]]:
+    """The config keys that differ between two runs and change how points are timed (the run id, and the keys
+    that only choose which points exist or how they are judged, ``NOT_TIMING_KEYS``, aside). The config hash
+    is not used: it covers the run id, so any two runs' hashes differ."""
+    return [(k, x, y) for k, x, y in config_diff(a.config, b.config) if k.split(".")[-1] not in NOT_TIMING_KEYS]
+
+
+def device_models(points: pd.DataFrame) -> dict:
+    """(backend, device) -> the device model(s) a run's points name there (``a / b`` if its tables disagree)."""
+    if points.empty:
+        return {}
+    models: dict[tuple, set] = {}
+    for _, r in points.iterrows():
+        models.setdefault((str(r["backend"]), str(r["device"])), set()).add(str(r["device_name"]))
+    return {k: " / ".join(sorted(v)) for k, v in models.items()}
+
+
+def check_group(group: Group, points: list[pd.DataFrame], flag: str) -> None:
+    """One line naming the first pair of runs that measured different device models or a different config."""
+    first, first_models = group.first, device_models(points[0])
+    for run, pts in zip(group.runs[1:], points[1:]):
+        models = device_models(pts)
+        for key in sorted(set(first_models) & set(models)):
+            if first_models[key] != models[key]:
+                raise CompareInputError(
+                    f"{flag}: runs {first.run_id} and {run.run_id} mix device models on {key[0]} {key[1]} "
+                    f"({first_models[key] or 'none'} vs {models[key] or 'none'}); allowed with --allow-mixed")
+        diff = timing_config_diff(first, run)
+        if diff:
+            key, x, y = diff[0]
+            more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
+            raise CompareInputError(f"{flag}: runs {first.run_id} and {run.run_id} mix configs ({key} {x} vs {y}"
+                                    f"{more}); allowed with --allow-mixed")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Points (pure: DataFrames in, DataFrames out)
 # ---------------------------------------------------------------------------------------------------------
@@ -235,25 +348,89 @@ def point_label(row) -> str:
     return " ".join(parts)
 
 
-def judge(b, c, min_effect: float) -> dict:
-    """Ratio, interval and verdict of one matched pair (rows of ``run_points``), with the reason when inconclusive."""
-    est = R.hodges_lehmann_ratio(b["samples"], c["samples"]) if len(b["samples"]) and len(c["samples"]) else \
-        R.RatioEstimate(math.nan, math.nan, math.nan, len(b["samples"]), len(c["samples"]))
-    reasons = []
-    if not len(b["samples"]) and not len(c["samples"]):
-        statuses = "/".join(dict.fromkeys(s for s in (b["status"], c["status"]) if s)) or "no status"
-        return {"estimate": est, "verdict": "inconclusive", "reason": f"measured in neither run ({statuses})",
-                "order": VERDICT_ORDER["unmeasured"]}
-    for side, row in (("baseline", b), ("candidate", c)):
+# spread_of(point row, baseline run, candidate run, run ids to leave out) -> (sd of log run medians, runs, where)
+# or None: a between-run spread measured elsewhere for a 1-vs-1 comparison (the CLI's is the history store's,
+# ``history.spread_lookup``); compare knows nothing of where it comes from.
+SpreadLookup = Callable[[dict, "Run", "Run", list], "tuple[float, int, str] | None"]
+
+
+def run_median(row) -> float:
+    """A run's time at a point: the table's median column, else the median of its steady samples (NaN: none)."""
+    value = pd.to_numeric(pd.Series([row.get("median_s")]), errors="coerce").iloc[0]
+    if value == value and value > 0:
+        return float(value)
+    samples = row.get("samples")
+    return float(np.median(samples)) if samples is not None and len(samples) else math.nan
+
+
+def _usable(rows: list) -> tuple[list, list[str]]:
+    """The rows (one per run) whose run median enters the statistics, and why the others do not."""
+    keep, why = [], []
+    for row in rows:
         if row["status"] not in TRUSTED:
-            reasons.append(f"{side} {row['status'] or 'not measured'}")
-        elif not len(row["samples"]):
-            reasons.append(f"{side} has no samples")
-    word = R.verdict(est, min_effect, unstable=bool(reasons))
-    if word == "inconclusive" and not reasons:
-        reasons.append(f"no 95% interval from {est.n_baseline} and {est.n_candidate} samples"
-                       if not est.has_interval else f"interval crosses \u00b1{100 * min_effect:g}%")
-    return {"estimate": est, "verdict": word, "reason": "; ".join(reasons), "order": VERDICT_ORDER[word]}
+            why.append(row["status"] or "not measured")
+        elif math.isnan(run_median(row)):
+            why.append("no median")
+        else:
+            keep.append(row)
+    return keep, why
+
+
+def _side_reason(side: str, n_all: int, why: list[str]) -> str:
+    if not why:
+        return ""
+    if n_all == 1:
+        return f"{side} {why[0]}"
+    counts = ", ".join(f"{why.count(w)} {w}" for w in dict.fromkeys(why))
+    return f"{side}: {len(why)} of {n_all} runs left out ({counts})"
+
+
+def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, exclude=()) -> dict:
+    """Ratio, interval and verdict of one matched point from each side's rows (``run_points``, one per run that
+    has the point; a single row is taken as a one-run side), with the reason when inconclusive. For
+    ``spread_of`` each row carries its Run as ``_run``; ``exclude``: the run ids history must leave out."""
+    bs = [bs] if isinstance(bs, (dict, pd.Series)) else list(bs)
+    cs = [cs] if isinstance(cs, (dict, pd.Series)) else list(cs)
+    n_samples = (sum(len(r["samples"]) for r in bs), sum(len(r["samples"]) for r in cs))
+    medians = ([run_median(r) for r in bs], [run_median(r) for r in cs])
+    out = {"n_samples": n_samples, "n_runs": (0, 0), "median_s": tuple(float(np.median(m)) if len(m) else math.nan
+                                                                        for m in medians)}
+    if not any(len(r["samples"]) for r in bs + cs) and not any(m == m for m in medians[0] + medians[1]):
+        statuses = "/".join(dict.fromkeys(r["status"] for r in bs + cs if r["status"])) or "no status"
+        return {**out, "stats": _no_stats(), "verdict": "inconclusive",
+                "reason": f"measured in neither run ({statuses})", "order": VERDICT_ORDER["unmeasured"]}
+    (b_ok, b_why), (c_ok, c_why) = _usable(bs), _usable(cs)
+    reasons = [r for r in (_side_reason("baseline", len(bs), b_why), _side_reason("candidate", len(cs), c_why)) if r]
+    b_log = [math.log(run_median(r)) for r in b_ok]
+    c_log = [math.log(run_median(r)) for r in c_ok]
+    out["n_runs"] = (len(b_log), len(c_log))
+    if b_ok:
+        out["median_s"] = (float(np.median([run_median(r) for r in b_ok])), out["median_s"][1])
+    if c_ok:
+        out["median_s"] = (out["median_s"][0], float(np.median([run_median(r) for r in c_ok])))
+    if not b_log or not c_log:
+        return {**out, "stats": _no_stats(), "verdict": "inconclusive", "reason": "; ".join(reasons),
+                "order": VERDICT_ORDER["inconclusive"]}
+    history = None
+    b_run, c_run = b_ok[0].get("_run"), c_ok[0].get("_run")
+    if len(b_log) == 1 and len(c_log) == 1 and spread_of is not None and b_run is not None and c_run is not None:
+        history = spread_of(b_ok[0], b_run, c_run, list(exclude) or [b_run.run_id, c_run.run_id])
+    stats = RS.compare_groups(b_log, c_log, min_effect,
+                              spread_log_sd=history[0] if history else None,
+                              spread_df=(history[1] - 1) if history else None)
+    stats["spread_source"] = {"given": "history"}.get(stats["spread_source"], stats["spread_source"])
+    word = stats["verdict"]  # from the runs that remain when some were left out (named in the reason)
+    if stats["reason"]:
+        reasons.append(stats["reason"])
+    if history and stats["spread_source"] == "history":
+        reasons.append(f"between-run sd {100 * history[0]:.1f}% from {history[2]}")
+    return {**out, "stats": stats, "verdict": word, "reason": "; ".join(reasons), "order": VERDICT_ORDER[word]}
+
+
+def _no_stats() -> dict:
+    return {"verdict": "inconclusive", "ratio": math.nan, "ci95_low": math.nan, "ci95_high": math.nan,
+            "spread_log_sd": math.nan, "spread_source": "none", "t_df": math.nan, "p_value": math.nan,
+            "tost_p": math.nan, "reason": ""}
 
 
 def _config_flat(config: dict, prefix: str = "") -> dict:
@@ -420,6 +597,11 @@ class Comparison:
     amp: pd.DataFrame
     provenance: pd.DataFrame
     labels: dict  # point row index -> label
+    runs: tuple = ((), ())  # the run ids of each side
+
+    @property
+    def group_sizes(self) -> tuple[int, int]:
+        return len(self.runs[0]) or 1, len(self.runs[1]) or 1
 
     @property
     def counts(self) -> dict:
@@ -443,57 +625,106 @@ def identity_union() -> list[str]:
 
 
 def compare_runs(base_run: Run, cand_run: Run, min_effect: float = DEFAULT_MIN_EFFECT,
-                 any_device_model: bool = False) -> Comparison:
-    """Match, judge and explain every point (pure apart from the runs already read). CompareInputError when no
-    point matches."""
-    base_pts, cand_pts = run_points(base_run), run_points(cand_run)
-    pairs, only_b, only_c = match_points(base_pts, cand_pts, any_device_model)
+                 any_device_model: bool = False, spread_of: SpreadLookup | None = None) -> Comparison:
+    """One run against one: ``compare_groups`` with a group of one a side."""
+    return compare_groups(Group([base_run]), Group([cand_run]), min_effect, any_device_model, spread_of=spread_of)
+
+
+def group_points(group: Group, points: list[pd.DataFrame], any_device_model: bool) -> dict:
+    """match key -> [(run, point row), ...] over the group's runs, in first-seen order."""
+    out: dict[tuple, list] = {}
+    for run, pts in zip(group.runs, points):
+        for _, row in pts.iterrows():
+            out.setdefault(match_key(row, any_device_model), []).append((run, row))
+    return out
+
+
+def compare_groups(base: Group, cand: Group, min_effect: float = DEFAULT_MIN_EFFECT, any_device_model: bool = False,
+                   allow_mixed: bool = False, spread_of: SpreadLookup | None = None) -> Comparison:
+    """Match, judge and explain every point (pure apart from the runs already read, and ``spread_of``).
+    CompareInputError for a group that mixes device models or configs (unless ``allow_mixed``) or when no point
+    matches."""
+    if not base.runs or not cand.runs:
+        raise CompareInputError(f"{'--baseline' if not base.runs else '--candidate'}: empty group")
+    base_each = [run_points(r) for r in base.runs]
+    cand_each = [run_points(r) for r in cand.runs]
+    if not allow_mixed:
+        check_group(base, base_each, "--baseline")
+        check_group(cand, cand_each, "--candidate")
+    base_run, cand_run = base.first, cand.first  # provenance is named from the first run of each side
+    b_index = group_points(base, base_each, any_device_model)
+    c_index = group_points(cand, cand_each, any_device_model)
+    pairs = [(b_index[k], c) for k, c in c_index.items() if k in b_index]
+    only_b = [r for k, r in b_index.items() if k not in c_index]
+    only_c = [r for k, r in c_index.items() if k not in b_index]
     if not pairs:
         raise CompareInputError(
             f"{base_run.path}: no point of run {base_run.run_id} matches one of run {cand_run.run_id} "
             f"(matched by table, backend, device{'' if any_device_model else ', device model'} and "
-            f"{', '.join(identity_union())}; {len(base_pts)} vs {len(cand_pts)} points)")
+            f"{', '.join(identity_union())}; {len(b_index)} vs {len(c_index)} points)")
     cfg_diff = config_diff(base_run.config, cand_run.config)
     ident = identity_union()
-    rows, labels = [], []
-    for b, c in pairs:
-        j = judge(b, c, min_effect)
-        est = j["estimate"]
+    names = (",".join(base.ids), ",".join(cand.ids))
+    rows = []
+    for bl, cl in pairs:
+        b, c = bl[0][1], cl[0][1]
+        j = judge([_with_run(r, run) for run, r in bl], [_with_run(r, run) for run, r in cl], min_effect, spread_of,
+                  exclude=[*base.ids, *cand.ids])
+        st = j["stats"]
+        est = R.RatioEstimate(st["ratio"], st["ci95_low"], st["ci95_high"], *j["n_samples"])
         low_pct, high_pct = (100 * v for v in est.speed_change_interval)
-        rows.append({**_common(base_run, cand_run, c, ident), "match": "both",
-                     "baseline_status": b["status"], "candidate_status": c["status"],
-                     "baseline_median_s": b["median_s"], "candidate_median_s": c["median_s"],
+        rows.append({**_common(names, c, ident), "match": "both",
+                     "baseline_status": _statuses(bl), "candidate_status": _statuses(cl),
+                     "baseline_median_s": j["median_s"][0], "candidate_median_s": j["median_s"][1],
                      "baseline_samples": est.n_baseline, "candidate_samples": est.n_candidate,
                      "time_ratio": est.ratio, "time_ratio_ci95_low": est.low, "time_ratio_ci95_high": est.high,
                      "speed_change_pct": 100 * est.speed_change, "speed_change_ci95_low_pct": low_pct,
                      "speed_change_ci95_high_pct": high_pct, "min_effect_pct": 100 * min_effect,
                      "verdict": j["verdict"], "reason": j["reason"],
-                     "provenance_diff": point_notes(b, c, base_run, cand_run, cfg_diff), "method": R.METHOD,
+                     "provenance_diff": point_notes(b, c, bl[0][0], cl[0][0], cfg_diff), "method": RS.METHOD,
+                     "baseline_runs": j["n_runs"][0], "candidate_runs": j["n_runs"][1],
+                     "spread_log_sd": st["spread_log_sd"], "spread_source": st["spread_source"],
+                     "t_df": st["t_df"], "p_value": st["p_value"], "tost_p": st["tost_p"],
                      "_label": point_label(c), "_order": j["order"]})
     for side, unmatched, run_row_of in (("baseline_only", only_b, "baseline"), ("candidate_only", only_c, "candidate")):
-        for r in unmatched:
-            rows.append({**_common(base_run, cand_run, r, ident), "match": side,
-                         f"{run_row_of}_status": r["status"], f"{run_row_of}_median_s": r["median_s"],
-                         f"{run_row_of}_samples": len(r["samples"]), "min_effect_pct": 100 * min_effect,
-                         "verdict": "", "reason": f"only in the {run_row_of}", "method": R.METHOD,
-                         "_label": point_label(r), "_order": 9})
+        for lst in unmatched:
+            r = lst[0][1]
+            rows.append({**_common(names, r, ident), "match": side,
+                         f"{run_row_of}_status": _statuses(lst),
+                         f"{run_row_of}_median_s": float(np.median([run_median(x) for _, x in lst])),
+                         f"{run_row_of}_samples": sum(len(x["samples"]) for _, x in lst),
+                         f"{run_row_of}_runs": len(lst), "min_effect_pct": 100 * min_effect,
+                         "verdict": "", "reason": f"only in the {run_row_of}", "method": RS.METHOD,
+                         "spread_source": "none", "_label": point_label(r), "_order": 9})
     df = pd.DataFrame(rows)
     df = df.sort_values(["_order", "speed_change_pct"], kind="stable", na_position="last").reset_index(drop=True)
     df["label"] = df.pop("_label")
     labels = dict(enumerate(df["label"]))
     df = df.drop(columns="_order").reindex(columns=[*registry.COMPARE_COLUMNS, *ident])
-    for col in ident:  # whole numbers (n, size_bytes, seed) stay whole next to the other tables' empty cells
+    for col in [*ident, "baseline_runs", "candidate_runs"]:  # whole numbers stay whole next to empty cells
         values = pd.to_numeric(df[col], errors="coerce")
         if df[col].notna().any() and values.notna().sum() == df[col].notna().sum() and \
                 (values.dropna() % 1 == 0).all():
             df[col] = values.astype("Int64")
-    return Comparison(base_run.run_id, cand_run.run_id, min_effect, df,
+    return Comparison(base.name, cand.name, min_effect, df,
                       amp_comparison(base_run, cand_run, any_device_model),
-                      provenance_diff(base_run, cand_run, base_pts, cand_pts), labels)
+                      provenance_diff(base_run, cand_run, base_each[0], cand_each[0]), labels,
+                      runs=(base.ids, cand.ids))
 
 
-def _common(base_run: Run, cand_run: Run, row, ident: list[str]) -> dict:
-    out = {"baseline_run": base_run.run_id, "candidate_run": cand_run.run_id, "table": row["table"],
+def _with_run(row: pd.Series, run: Run) -> pd.Series:
+    row = row.copy()
+    row["_run"] = run
+    return row
+
+
+def _statuses(lst) -> str:
+    """The statuses of a point's runs on one side: one word when they agree, ``ok/unstable`` otherwise."""
+    return "/".join(dict.fromkeys(str(r["status"]) for _, r in lst))
+
+
+def _common(names: tuple[str, str], row, ident: list[str]) -> dict:
+    out = {"baseline_run": names[0], "candidate_run": names[1], "table": row["table"],
            "backend": row["backend"], "device": row["device"], "device_name": row["device_name"], "point": row["point"]}
     for col in ident:
         out[col] = row.get(col) if col in sample_table.identity_columns(row["table"]) else None
@@ -509,7 +740,8 @@ def verdict_text(row) -> str:
     est = R.RatioEstimate(row["time_ratio"], row["time_ratio_ci95_low"], row["time_ratio_ci95_high"],
                           int(row["baseline_samples"] or 0), int(row["candidate_samples"] or 0))
     text = R.describe(est, row["verdict"])
-    extra = [p for p in (row.get("provenance_diff"), row.get("reason") if row["verdict"] == "inconclusive" else "")
+    named = row["verdict"] == "inconclusive" or row.get("spread_source") == "history"  # a borrowed spread is named
+    extra = [p for p in (row.get("provenance_diff"), row.get("reason") if named else "")
              if isinstance(p, str) and p]
     return "; ".join([text, *extra])
 
@@ -526,21 +758,29 @@ def headline(cmp: Comparison) -> str:
         worst = slower.index[0]
         parts[-1] += f" (worst: {cmp.labels[worst]}, {verdict_text(pts.loc[worst])})"
     parts.append(f"{n['same']} the same, {n['faster']} faster, {n['inconclusive']} inconclusive")
+    alone = int(pts["reason"].fillna("").astype(str).str.startswith("1 run per side").sum()) if len(pts) else 0
+    if alone:
+        parts[-1] += (f" ({alone} for want of a between-run spread: 1 run per side, and no history of the point; "
+                      "compare groups of runs)")
     if n["faster"]:
         best = pts[pts["verdict"] == "faster"].sort_values("speed_change_pct", ascending=False).index[0]
         parts[-1] += f" (best: {cmp.labels[best]}, {verdict_text(pts.loc[best])})"
     if n["baseline_only"] or n["candidate_only"]:
         parts.append(f"{n['baseline_only']} point(s) only in {cmp.baseline}, {n['candidate_only']} only in "
                      f"{cmp.candidate}")
-    return (f"{cmp.candidate} against {cmp.baseline}: " + "; ".join(parts)
+    nb, nc = cmp.group_sizes
+    sizes = f" ({nc} vs {nb} runs)" if max(nb, nc) > 1 else ""
+    return (f"{cmp.candidate} against {cmp.baseline}{sizes}: " + "; ".join(parts)
             + f" (min effect \u00b1{100 * cmp.min_effect:g}%).")
 
 
 def format_table(cmp: Comparison, limit: int = MAX_PRINTED) -> str:
     """The compact table printed by the CLI: matched points, regressions first, then the unmatched ones."""
     pts = cmp.points
-    lines = [f"accelbench compare: {cmp.baseline} (baseline) \u2192 {cmp.candidate} (candidate); "
-             f"ratio of times, Hodges-Lehmann with 95% Mann-Whitney interval; min effect \u00b1{100 * cmp.min_effect:g}%"]
+    nb, nc = cmp.group_sizes
+    lines = [f"accelbench compare: {cmp.baseline} (baseline, {nb} run{'s' if nb != 1 else ''}) \u2192 {cmp.candidate} "
+             f"(candidate, {nc} run{'s' if nc != 1 else ''}); ratio of geometric means of run medians, 95% Welch t "
+             f"interval over runs, same by TOST; min effect \u00b1{100 * cmp.min_effect:g}%"]
     matched = pts[pts["match"] == "both"]
     neither = matched["reason"].fillna("").str.startswith("measured in neither run")
     matched, unmeasured = matched[~neither], matched[neither]
@@ -592,8 +832,10 @@ def read_comparison(points_path: str | Path) -> Comparison:
         prov_path.stat().st_size else pd.DataFrame(columns=["scope", "field", "baseline", "candidate"])
     first = points.iloc[0] if len(points) else {}
     min_effect = float(first.get("min_effect_pct", 100 * DEFAULT_MIN_EFFECT)) / 100 if len(points) else DEFAULT_MIN_EFFECT
-    return Comparison(str(first.get("baseline_run", "")), str(first.get("candidate_run", "")), min_effect, points,
-                      amp, prov, dict(enumerate(points["label"].astype(str))) if len(points) else {})
+    runs = tuple(str(first.get(f"{side}_run", "")).split(",") if len(points) else [] for side in ("baseline", "candidate"))
+    return Comparison(group_name(runs[0]) if runs[0] else "", group_name(runs[1]) if runs[1] else "", min_effect,
+                      points, amp, prov, dict(enumerate(points["label"].astype(str))) if len(points) else {},
+                      runs=runs)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -616,8 +858,12 @@ def write(cmp: Comparison, out_dir: Path, plot: bool = True) -> dict[str, Path]:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="BASELINE CANDIDATE: run folders or run ids under --results (one RUN with --against references)")
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="BASELINE CANDIDATE: run folders or run ids under --results, one run a side (one RUN with "
+                        "--against references); or give groups with --baseline and --candidate")
+    p.add_argument("--baseline", default=None, metavar="A[,B,...]",
+                   help="the baseline group: run ids, run folders or labels (run.json's label), comma-separated")
+    p.add_argument("--candidate", default=None, metavar="C[,D,...]", help="the candidate group, as --baseline")
     p.add_argument("--results", default=registry.RESULTS, help="where run ids are looked up (default: results)")
     p.add_argument("--out-dir", default=None, help="where the CSVs and the figure go (default: RESULTS/compare)")
     p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT,
@@ -626,6 +872,11 @@ def add_arguments(p) -> None:
     p.add_argument("--any-device-model", action="store_true",
                    help="match points by device index even when the device models differ (compare two partitions); "
                         "the model change is then named next to each verdict")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="let a group mix device models or (timing) configs: its spread then includes that mixing")
+    p.add_argument("--history", default=None, metavar="STORE",
+                   help="the history store whose measured between-run spread a 1-vs-1 comparison may use "
+                        f"(default: RESULTS/{registry.HISTORY_FILE}; 'none': never)")
     p.add_argument("--against", choices=["references"], default=None,
                    help="also compare the candidate's best matmul throughput with published figures")
     p.add_argument("--no-plot", action="store_true", help="write the CSVs only")
@@ -651,27 +902,57 @@ def cli(args) -> int:
         return 2
 
 
+def _spread_lookup(args, results: Path) -> SpreadLookup | None:
+    """The history store's measured spread as compare's hook (None: no store, or ``--history none``)."""
+    if args.history == "none":
+        return None
+    store = Path(args.history) if args.history else results / registry.HISTORY_FILE
+    if not store.is_file():
+        return None
+    from .history import spread_lookup  # noqa: PLC0415 (duckdb only when a store exists to read)
+
+    return spread_lookup(store, args.min_effect)
+
+
 def _cli(args) -> int:
     results = Path(args.results)
+    groups = args.baseline is not None or args.candidate is not None
+    if groups and args.runs:
+        raise CompareInputError(f"RUN: {' '.join(args.runs)} given with --baseline/--candidate; allowed: BASELINE "
+                                "CANDIDATE, or --baseline A[,B,...] --candidate C[,D,...]")
+    if groups and (args.baseline is None or args.candidate is None):
+        missing = "--candidate" if args.candidate is None else "--baseline"
+        raise CompareInputError(f"{missing}: empty group; allowed: one or more run ids, run folders or labels, "
+                                "comma-separated")
     if len(args.runs) > 2:
         raise CompareInputError(f"RUN: {len(args.runs)} runs given; allowed: BASELINE CANDIDATE, or one RUN with "
-                                "--against references")
+                                "--against references, or --baseline A[,B,...] --candidate C[,D,...]")
     if not (args.min_effect >= 0 and math.isfinite(args.min_effect)) or args.min_effect >= 1:
         raise CompareInputError(f"--min-effect: {args.min_effect!r} is out of range; allowed: 0 <= x < 1 "
                                 "(a fraction: 0.05 is 5%)")
-    if len(args.runs) == 1:
-        if args.against != "references":
-            raise CompareInputError("RUN: one run given; allowed: BASELINE CANDIDATE, or one RUN with "
+    if not groups and len(args.runs) < 2:
+        if len(args.runs) == 0 or args.against != "references":
+            raise CompareInputError(f"RUN: {'no run' if not args.runs else 'one run'} given; allowed: BASELINE "
+                                    "CANDIDATE, --baseline A[,B,...] --candidate C[,D,...], or one RUN with "
                                     "--against references")
         run = load_run(resolve_run(args.runs[0], results))
         print("\n".join(_reference_report(run)))
         return 0
-    base_path, cand_path = (resolve_run(a, results) for a in args.runs)
-    base_run, cand_run = load_run(base_path), load_run(cand_path)
-    cmp = compare_runs(base_run, cand_run, args.min_effect, args.any_device_model)
+    if groups:
+        base_paths = resolve_group(args.baseline, results, "--baseline")
+        cand_paths = resolve_group(args.candidate, results, "--candidate")
+    else:
+        base_paths, cand_paths = ([resolve_run(a, results)] for a in args.runs)
+    both = {str(p.resolve()) for p in base_paths} & {str(p.resolve()) for p in cand_paths}
+    if both:
+        raise CompareInputError(f"--candidate: run {Path(min(both)).name} is in both groups")
+    base = Group([load_run(p) for p in base_paths])
+    cand = Group([load_run(p) for p in cand_paths])
+    cmp = compare_groups(base, cand, args.min_effect, args.any_device_model, allow_mixed=args.allow_mixed,
+                         spread_of=_spread_lookup(args, results))
     print(format_table(cmp))
     if args.against == "references":
-        print("\n".join(_reference_report(cand_run)))
+        print("\n".join(_reference_report(cand.first)))
     out_dir = Path(args.out_dir) if args.out_dir else results / registry.COMPARE_DIR
     paths = write(cmp, out_dir, plot=not args.no_plot)
     print(f"accelbench compare: wrote {paths['points']}", file=sys.stderr)

@@ -61,7 +61,24 @@ from .history_store import (
     testbed_id,
 )
 
-__all__ = ["HistoryInputError", "add_run", "measured_spread", "run_record"]
+__all__ = ["HistoryInputError", "add_run", "measured_spread", "run_record", "spread_lookup"]
+
+
+def spread_lookup(store: str | Path, min_effect: float = DEFAULT_MIN_EFFECT):
+    """``accelbench compare``'s hook for a 1-vs-1 comparison: ``(point row, baseline run, candidate run, run ids
+    to leave out) -> (sd of log run medians, runs, where) | None``, the point's measured spread on the baseline's
+    testbed (host, device model, config hash), else on the candidate's (``measured_spread``)."""
+
+    def lookup(point, base_run, cand_run, exclude):
+        for run in (base_run, cand_run):
+            testbed = {"host": (run.devices or {}).get("host"), "config_hash": run.info.get("config_hash"),
+                       "device_name": point.get("device_name")}
+            found = measured_spread(store, testbed, point, exclude=exclude, min_effect=min_effect)
+            if found is not None:
+                return found
+        return None
+
+    return lookup
 
 
 # ---------------------------------------------------------------------------------------------------------
