@@ -431,6 +431,14 @@ def test_compare_to_is_not_part_of_the_config_hash():
     assert "compare_to" not in cfg.run_config({**base, "compare_to": "old"})
 
 
+def test_the_run_id_is_not_part_of_the_config_hash():
+    """One config run under two ids (nightly runs, A/B repetitions) is one testbed in the history store."""
+    base = cfg.with_defaults({"run": "night-001"})
+    assert cfg.config_hash(base) == cfg.config_hash({**base, "run": "night-002"})
+    assert cfg.config_hash(base) != cfg.config_hash({**base, "cpu_threads": 1})
+    assert cfg.run_config(base)["run"] == "night-001"  # the run_info rule still sees it
+
+
 @pytest.mark.slow
 def test_snakemake_compare_to_a_missing_run_stops_before_any_job(tmp_path):
     work = user_workdir(tmp_path)

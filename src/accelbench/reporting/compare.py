@@ -242,7 +242,7 @@ def group_name(run_ids) -> str:
 def timing_config_diff(a: Run, b: Run) -> list[tuple[str, str, str]]:
     """The config keys that differ between two runs and change how points are timed (the run id, and the keys
     that only choose which points exist or how they are judged, ``NOT_TIMING_KEYS``, aside). The config hash
-    is not used: it covers the run id, so any two runs' hashes differ."""
+    is not used: it also covers those keys."""
     return [(k, x, y) for k, x, y in config_diff(a.config, b.config) if k.split(".")[-1] not in NOT_TIMING_KEYS]
 
 

@@ -350,8 +350,14 @@ def load(path: str | Path, schema: dict | None = None) -> dict:
     return with_defaults(raw, schema)
 
 
+# Keys that name a run without changing what it measures: left out of its hash only (the run_info rule still sees
+# them), so that runs of one config under different ids (nightly runs, A/B repetitions) share one history series.
+NAME_ONLY_KEYS = ("run",)
+
+
 def config_hash(config: dict) -> str:
-    """sha256 of the canonical JSON of the (defaults-filled) config, report-only keys left out: equal
-    measurements, equal hash."""
-    blob = json.dumps(run_config(config), sort_keys=True, separators=(",", ":"), default=str)
+    """sha256 of the canonical JSON of the (defaults-filled) config, report-only keys and the run id left out:
+    equal measurements, equal hash."""
+    measured = {k: v for k, v in run_config(config).items() if k not in NAME_ONLY_KEYS}
+    blob = json.dumps(measured, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
