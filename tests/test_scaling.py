@@ -121,15 +121,17 @@ def test_summary_pairs_each_world_with_the_one_rank_ddp_trial_of_its_seed():
         for seed, value in zip((0, 1), sps):
             rows.append({"method": method, "workload": "mlp", "mode": "fp32", "world_size": world, "seed": seed,
                          "devices": "", "process_group": "gloo", "threads_per_rank": 1, "global_batch": 32 * world,
-                         "samples_per_s": value, "status": "ok", "loss_max_rel_diff": 1e-7,
-                         "loss_matches_single": True})
+                         "samples_per_s": value, "step_median_s": 32 * world / value, "status": "ok",
+                         "loss_max_rel_diff": 1e-7, "loss_matches_single": True})
     rows.append({**rows[-1], "seed": 2, "status": "error", "status_detail": "rank 1 failed", "samples_per_s": None,
-                 "loss_matches_single": None})
-    times = {("ddp", "mlp", "fp32", 2, 0): [0.4, 0.41, 0.39]}
-    summary = ss.summarize(pd.DataFrame(rows), times).set_index(["method", "world_size"])
+                 "step_median_s": None, "loss_matches_single": None})
+    summary = ss.summarize(pd.DataFrame(rows)).set_index(["method", "world_size"])
     two = summary.loc[("ddp", 2)]
     assert two["scaling_efficiency"] == pytest.approx(math.sqrt(0.8 * 0.9))  # 160/200, 216/240
-    assert two["step_median_s"] == pytest.approx(0.4) and two["samples_per_s"] == pytest.approx(64 / 0.4)
+    step = math.sqrt(64 / 160 * 64 / 216)  # the geometric mean of the two seeds' medians
+    assert two["step_median_s"] == pytest.approx(step) and two["samples_per_s"] == pytest.approx(64 / step)
+    assert two["samples_per_s_per_rank"] == pytest.approx(32 / step) and two["interval_over"] == "seeds"
+    assert math.isnan(two["tokens_per_s"]) and math.isnan(two["images_per_s"]) and math.isnan(two["mfu_pct"])
     assert two["trials"] == 2 and two["status"] == "ok" and bool(two["loss_matches_single"])
     assert summary.loc[("ddp", 1)]["scaling_efficiency"] == pytest.approx(1.0)
     dp = summary.loc[("dp", 2)]
@@ -598,7 +600,12 @@ def test_disabled_and_absent_write_one_row_per_table(tmp_path):
     ({"scaling": {"world_sizes": [1, 0]}}, "scaling.world_sizes[1]", ">= 1"),
     ({"scaling": {"world_sizes": [1, 1]}}, "scaling.world_sizes", "duplicate"),
     ({"scaling": {"world_sizes": [1, 64]}}, "scaling.world_sizes", "up to 32"),
-    ({"scaling": {"workloads": ["resnet"]}}, "scaling.workloads[0]", "mlp, transformer"),
+    ({"scaling": {"workloads": ["bert"]}}, "scaling.workloads[0]", "mlp, transformer, gpt, resnet"),
+    ({"scaling": {"workloads": ["gpt", "gpt"]}}, "scaling.workloads", "duplicate"),
+    ({"scaling": {"enabled": True, "workloads": ["gpt"]}, "amp": {"gpt": {"batch_size": "max"}}},
+     "amp.gpt.batch_size", "a positive integer, or null"),
+    ({"scaling": {"world_sizes": [1, 64], "workloads": ["resnet"]}, "amp": {"resnet": {"batch_size": 16}}},
+     "scaling.world_sizes", "exceeds amp.resnet.n_train (512); allowed: world sizes up to 32"),
     ({"scaling": {"collectives": ["alltoall"]}}, "scaling.collectives[0]",
      "all_reduce, all_gather, reduce_scatter, broadcast"),
     ({"scaling": {"sizes": {"min_bytes": 4096, "max_bytes": 1024}}}, "scaling.sizes.min_bytes", "1 .. 1024"),
