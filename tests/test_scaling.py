@@ -849,15 +849,26 @@ def test_report_scaling_section_shows_the_measured_rows(fixtures):
     assert 'id="scaling-off"' not in html and '<a href="#scaling">' in html
     summary = pd.read_csv(built["aggregate"] / "scaling.csv")
     measured = summary[(summary["status"] == "ok") & (summary["method"] == "ddp")]
-    assert len(measured) == 2 * 5 + 2  # cpu: 2 modes x 5 worlds; cuda: 2 modes x world 1
+    assert len(measured) == 2 * 2 * 5 + 2  # cpu: mlp and gpt x 2 modes x 5 worlds; cuda: mlp x 2 modes x world 1
     for _, r in measured.iterrows():
-        cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" data-mode="{r["mode"]}" ' \
+        cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" ' \
+               f'data-workload="{r["workload"]}" data-mode="{r["mode"]}" ' \
                f'data-world="{int(r["world_size"])}" data-efficiency="{r["scaling_efficiency"]}"'
         assert cell in html, cell
     section = html[html.index('<section id="scaling">'):html.index('<section id="telemetry">')]
     assert 'data-run="laptop-cpu"' not in section and "laptop-cpu · cpu: disabled" in section  # its scaling was off
+    gpt = measured[measured["workload"] == "gpt"]
+    assert (gpt["tokens_per_s"] == gpt["samples_per_s"] * 32).all() and (gpt["interval_over"] == "seeds").all()
+    table = section[section.index('id="scaling-table"'):]
+    for _, r in gpt.iterrows():  # the gpt rows: tokens/s of the world and of one rank, one rank's MFU
+        row = table[table.index(f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" '
+                                f'data-workload="gpt" data-mode="{r["mode"]}" data-world="{int(r["world_size"])}"'):]
+        row = row[:row.index("</tr>")]
+        assert ">gpt<" in row and "tokens/s" in row and "%" in row and ">seeds<" in row, row
+    assert "CI over" in section and "variance between trials" in section
     eff = svg_words(built["plots"] / "scaling_efficiency.svg")
     assert "scaling efficiency" in eff and "world size (ranks)" in eff and "nn.DataParallel" not in eff
+    assert "gpt: global throughput" in eff and "tokens/s (median step, 95% CI over seeds)" in eff
     bus = svg_words(built["plots"] / "collective_busbw.svg")
     assert "busbw GB/s" in bus and "all_reduce" in bus and "16 ranks" in bus
     assert "need a backend with 2 devices" in svg_words(built["plots"] / "peer_copy.svg")

@@ -52,6 +52,14 @@ from .stats import (auto_world_sizes, loss_matches, loss_max_rel_diff, loss_tole
 
 RANK_MODULE = "accelbench.stages.scaling.rank"
 TABLES = ("scaling_trials", "scaling", "collectives", "peer_copy")
+# Why an AMP trial of a BatchNorm model in a world of 2 or more has no loss verdict (docs/scaling.md). Measured on
+# this project's CPU (gloo, 2 ranks, one thread each, resnet small at 16x16, lr 0.003, 16 images per rank): fp32
+# DDP stays within 9e-8 of the single-process reference (the BatchNorm statistics taken per rank slice, as the ranks
+# do) over 10 steps, bf16 is 2.8e-3 off at step 3 and 1.8e-2 at step 5 (at 4 images per rank: 6e-2 at step 4), past
+# the AMP tolerance from rounding alone. The fp32 check of the same workload and DDP code path stays.
+BATCHNORM_AMP_NOTE = ("loss check not judged: AMP rounding amplified by BatchNorm's per-rank batch statistics "
+                      "exceeds the tolerance within a few steps from rounding alone; the fp32 check covers this "
+                      "workload's DDP path")
 DISABLED_DETAIL = ("scaling.enabled is false (the default: it would lengthen the default run); "
                    "set scaling: {enabled: true} in the config to measure multi-device scaling")
 
@@ -283,8 +291,18 @@ class ScalingRun:
             replica = amp.Replica(wrap=lambda m: per_slice(m, n, self.backend.torch))
         policy = self.policy
         steps: list = []
-        out = amp.run_trial_safely(trial, cfg, self.data[workload], policy, backend=self.backend,
-                                   threads=self.st.threads, steps_out=steps, replica=replica)
+        # the reference runs at a rank's thread count: the kernels' summation order (which changes with the
+        # threads) is then the ranks', and a model whose loss amplifies rounding fast (resnet at a small batch
+        # per rank: 1e-6 apart at step 1, 0.2 by step 8 between 1 and 2 threads) still compares
+        torch = self.backend.torch
+        threads = self.threads_per_rank if not devices else self.st.threads
+        before = torch.get_num_threads()
+        torch.set_num_threads(max(1, threads))
+        try:
+            out = amp.run_trial_safely(trial, cfg, self.data[workload], policy, backend=self.backend,
+                                       threads=threads, steps_out=steps, replica=replica)
+        finally:
+            torch.set_num_threads(before)
         out["losses"] = [s["loss"] for s in steps]
         out["step_s"] = [s["step_s"] for s in steps]
         return out
@@ -299,7 +317,7 @@ class ScalingRun:
             key = (row["world_size"], row["workload"], row["mode"], row["seed"])
             if key not in refs:
                 refs[key] = self.local_trial(*key)
-                self.log(f"scaling reference (one process, global batch {key[0]} x amp.batch_size) "
+                self.log(f"scaling reference (one process, global batch {key[0]} x the batch per rank) "
                          f"{key[1]} {key[2]} seed={key[3]}: {refs[key]['status']}")
             ref = refs[key]
             if ref.get("status") != "ok":
@@ -307,7 +325,18 @@ class ScalingRun:
                            status_detail=(row.get("status_detail") or "") + f" reference run: {ref.get('status_detail')}")
                 continue
             diff = loss_max_rel_diff(row["_losses"], ref["losses"])
+            if row["world_size"] > 1 and row["mode"] != amp.BASELINE and self.batch_dependent(row["workload"]):
+                # recorded, not judged: rounding to 8 bits, amplified by BatchNorm's small-batch statistics
+                row.update(loss_max_rel_diff=diff, loss_matches_single=None,
+                           status_detail=((row.get("status_detail") or "") + " " + BATCHNORM_AMP_NOTE).strip())
+                continue
             row.update(loss_max_rel_diff=diff, loss_matches_single=loss_matches(diff, row["loss_tolerance"]))
+
+    def batch_dependent(self, workload: str) -> bool:
+        """Whether ``workload``'s model has BatchNorm (built on the meta device: no memory, no compute)."""
+        torch = self.backend.torch
+        with torch.device("meta"):
+            return has_batchnorm(amp.WORKLOADS[workload](amp.workload_config(self.amp_cfg, workload), torch), torch)
 
     def data_parallel_rows(self) -> list[dict]:
         rows = []
