@@ -4,29 +4,32 @@ For one backend, over world sizes 1..N (N: every device of the backend, on the C
 or ``scaling.world_sizes``), in this order:
 
 1. **DDP weak scaling.** Per world size, ``torch.distributed.run`` starts one rank per device
-   (``run.launch``; the rank program is ``stages/scaling_rank.py``), on a free port, for at most
+   (``run.launch``; the rank program is ``scaling/rank.py``), on a free port, for at most
    ``scaling.timeout_s``. The ranks join the backend's process group (``Backend.collective``: nccl on
-   CUDA/ROCm, gloo on the CPU, xla, xccl) and train the AMP stage's workloads (its data, models and trial
-   loop: ``amp.run_trial``) under ``DistributedDataParallel`` in FP32 and in the backend's AMP mode, with
-   ``amp.batch_size`` examples per rank (the global batch grows with the world). On the CPU the granted
+   CUDA/ROCm, gloo on the CPU, xla, xccl) and train the AMP stage's workloads (mlp, transformer, gpt, resnet:
+   its data, models and trial loop, ``amp.run_trial``) under ``DistributedDataParallel`` in FP32 and in the
+   backend's AMP mode, with ``amp.batch_size`` examples per rank (gpt, resnet: their section's; the global batch
+   grows with the world). On the CPU the granted
    cores are split evenly over the largest world (``Backend.threads_per_rank``), so every world size gives
    each rank the same share; rows record ``threads_per_rank``. A world that hangs or loses a rank ends
    with status ``timeout`` or ``error``; what it finished before is kept, the other world sizes run, and no
    process of it is left (ended by pid; ``run.launch``).
 2. **Collectives** in the same world (2 ranks or more): all_reduce, all_gather, reduce_scatter and
    broadcast for ``scaling.sizes`` (nccl-tests' -b/-e/-f), capped by memory; time, algbw, busbw
-   (``collectives.py``, formulas in ``scaling_stats``).
+   (``collectives.py``, formulas in ``stats.py``).
 3. **Loss equivalence.** This process trains every (world size, workload, seed, mode) once more without
    DDP, on one device, at the same global batch; ``loss_matches_single`` says whether the DDP loss curve
-   (mean over ranks) stays within ``scaling_stats.LOSS_RTOL`` of it.
+   (mean over ranks) stays within ``stats.LOSS_RTOL`` of it (a BatchNorm model's reference normalizes each rank's slice apart, ``per_slice``; its AMP curves are recorded, not judged: docs/scaling.md).
 4. **nn.DataParallel** (the seed tutorial's single-process multi-GPU code) at every world size >= 2 where
    the backend has it (``Backend.data_parallel_support``: CUDA/ROCm with >= 2 GPUs), ``unsupported``
    elsewhere.
 5. **Device-to-device copies** (``peer_copy.py``), where there are >= 2 devices.
 
-Rows: ``scaling_<backend>_trials.csv`` (one per trial), ``scaling_<backend>.csv`` (per method, workload,
-mode and world size: throughput, median step with its 95% CI, ``scaling_efficiency`` =
-throughput_N / (N x throughput_1) with a CI over seeds), ``collectives_<backend>.csv``,
+Rows: ``scaling_<backend>_trials.csv`` (one per trial: samples/s, tokens/s (gpt) or images/s (resnet) of the
+world and per rank, one rank's MFU), ``scaling_<backend>.csv`` (per method, workload, mode and world size: the
+same throughput, the median step over seeds with its 95% CI over seeds (``interval_over``: the seed is the unit
+of replication; ``scaling.stats``), ``scaling_efficiency`` = throughput_N / (N x throughput_1) with a CI over
+seeds), ``collectives_<backend>.csv``,
 ``peer_copy_<backend>.csv``. ``scaling.enabled: false`` (the default) writes one ``disabled`` row per table.
 The NCCL, DataParallel, XLA and peer-copy paths are **untested on hardware** (unit-tested with fakes).
 """
