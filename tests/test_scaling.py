@@ -986,6 +986,8 @@ def test_report_says_how_to_turn_scaling_on_when_it_was_off(fixtures):
 
 
 def test_report_scaling_section_shows_the_measured_rows(fixtures):
+    from accelbench.reporting import tables as S
+
     built = fixtures("two_runs")
     html = built["report"].read_text()
     assert 'id="scaling-off"' not in html and '<a href="#scaling">' in html
@@ -1006,11 +1008,14 @@ def test_report_scaling_section_shows_the_measured_rows(fixtures):
         row = table[table.index(f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" '
                                 f'data-workload="gpt" data-mode="{r["mode"]}" data-world="{int(r["world_size"])}"'):]
         row = row[:row.index("</tr>")]
-        assert ">gpt<" in row and "tokens/s" in row and "%" in row and ">seeds<" in row, row
+        cells = [c.split(">", 1)[-1] for c in row.split("</td>")]
+        world, per_rank = f'{S.fmt_num(r["tokens_per_s"])} tokens/s', f'{S.fmt_num(r["tokens_per_s_per_rank"])} tokens/s'
+        assert "gpt" in cells and world in cells and per_rank in cells and "seeds" in cells, cells
+        assert f'{S.fmt_num(r["mfu_pct"])}%' in cells, cells
     assert "CI over" in section and "variance between trials" in section
     eff = svg_words(built["plots"] / "scaling_efficiency.svg")
     assert "scaling efficiency" in eff and "world size (ranks)" in eff and "nn.DataParallel" not in eff
-    assert "gpt: global throughput" in eff and "tokens/s (median step, 95% CI over seeds)" in eff
+    assert "gpt: global throughput" in eff and "tokens/s (95% CI over seeds)" in eff
     bus = svg_words(built["plots"] / "collective_busbw.svg")
     assert "busbw GB/s" in bus and "all_reduce" in bus and "16 ranks" in bus
     assert "need a backend with 2 devices" in svg_words(built["plots"] / "peer_copy.svg")

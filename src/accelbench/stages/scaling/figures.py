@@ -104,7 +104,7 @@ def fig_scaling_efficiency(plt, sns, tables, series):
             ax.set_xticks(sizes)
             ax.set_xlabel("world size (ranks)")
         row[0].set_title(f"{workload}: global throughput")
-        row[0].set_ylabel(f"{throughput_unit(d)[1]} (median step, 95% CI over seeds)")
+        row[0].set_ylabel(f"{throughput_unit(d)[1]} (95% CI over seeds)")
         row[0].set_ylim(bottom=0)
         row[1].axhline(1.0, color="#444444", ls="--", lw=1)
         row[1].set_title(f"{workload}: efficiency = thr_N / (N · thr_1)")

@@ -54,7 +54,7 @@ def scaling_section(tables, series) -> dict:
         over = r.get("interval_over")
         over = over if isinstance(over, str) and over else "—"  # a run before the column: its steps pooled
         rows.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
-                     "items": items, "per_rank": per_rank,
+                     "throughput": items, "rank_throughput": per_rank,
                      "mfu": "—" if mfu is None or mfu != mfu else f"{S.fmt_num(mfu)}%", "interval_over": over,
                      "method": r["method"], "workload": r["workload"], "mode": r["mode"],
                      "world_size": int(r["world_size"]) if r["world_size"] == r["world_size"] else "",
