@@ -296,7 +296,7 @@ class ScalingRun:
         steps: list = []
         # the reference runs at a rank's thread count: the kernels' summation order (which changes with the
         # threads) is then the ranks', and a model whose loss amplifies rounding fast (resnet at a small batch
-        # per rank: 1e-6 apart at step 1, 0.2 by step 8 between 1 and 2 threads) still compares
+        # per rank: 1e-6 apart at step 1, 0.3 by step 8 between 1 and 2 threads) still compares
         torch = self.backend.torch
         threads = self.threads_per_rank if not devices else self.st.threads
         before = torch.get_num_threads()
