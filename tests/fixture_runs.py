@@ -353,7 +353,7 @@ def scaling_rows(prov, backend, device, device_name, worlds, *, step_1, efficien
             devices = ",".join(f"node:{device if backend == 'cpu' else f'cuda:{i}'}" for i in range(n))
             sps, steps = {}, []
 
-            def rates(samples_per_s, step):
+            def rates(samples_per_s, step, n=n, tokens=tokens, mfu_1=mfu_1):
                 """The throughput columns of a row: per rank, tokens (gpt), one rank's MFU (falls with the step)."""
                 out = {"samples_per_s_per_rank": samples_per_s / n}
                 out.update({"tokens_per_s": samples_per_s * tokens if tokens else None,

@@ -19,7 +19,8 @@ or ``scaling.world_sizes``), in this order:
    (``collectives.py``, formulas in ``stats.py``).
 3. **Loss equivalence.** This process trains every (world size, workload, seed, mode) once more without
    DDP, on one device, at the same global batch; ``loss_matches_single`` says whether the DDP loss curve
-   (mean over ranks) stays within ``stats.LOSS_RTOL`` of it (a BatchNorm model's reference normalizes each rank's slice apart, ``per_slice``; its AMP curves are recorded, not judged: docs/scaling.md).
+   (mean over ranks) stays within ``stats.LOSS_RTOL`` of it (a BatchNorm model's reference normalizes each
+   rank's slice apart, ``per_slice``; its AMP curves are recorded, not judged: docs/scaling.md).
 4. **nn.DataParallel** (the seed tutorial's single-process multi-GPU code) at every world size >= 2 where
    the backend has it (``Backend.data_parallel_support``: CUDA/ROCm with >= 2 GPUs), ``unsupported``
    elsewhere.
