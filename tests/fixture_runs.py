@@ -330,44 +330,60 @@ def amp_rows(prov, backend, device, device_name, amp_mode, step_fp32, amp_factor
     return steps_rows, trials, summary
 
 
+# the scaling fixture's workloads: (examples per rank, tokens per example (gpt) or 0, MFU % of one rank at world 1)
+SCALING_WORKLOADS = {"mlp": (128, 0, None), "gpt": (16, 32, 2.5)}
+
+
 def scaling_rows(prov, backend, device, device_name, worlds, *, step_1, efficiency, process_group, threads,
-                 amp_mode, dp=None, collective_worlds=(), busbw_top=1.0, copy_reason="") -> dict:
-    """The scaling stage's four tables for one backend: DDP trials (2 seeds, fp32 and ``amp_mode``) whose
-    efficiency at world size N is ``efficiency(N)``, their summary, collectives whose busbw rises to
-    ``busbw_top`` GB/s, and one ``unsupported`` peer-copy row (``copy_reason``)."""
+                 amp_mode, dp=None, collective_worlds=(), busbw_top=1.0, copy_reason="", workloads=("mlp",)) -> dict:
+    """The scaling stage's four tables for one backend: DDP trials (2 seeds, fp32 and ``amp_mode``, each of
+    ``workloads``: ``SCALING_WORKLOADS``) whose efficiency at world size N is ``efficiency(N)``, their summary (step
+    interval over the seeds), collectives whose busbw rises to ``busbw_top`` GB/s, and one ``unsupported``
+    peer-copy row (``copy_reason``)."""
     from accelbench.stages.scaling.stats import (algbw_gbps, busbw_factor, efficiency_ci, loss_tolerance,
-                                                 message_sizes)
+                                                 message_sizes, seed_median_ci)
 
     common = {**prov, "backend": backend, "device": device, "device_name": device_name}
     trials, summary, collectives = [], [], []
-    per_rank = 128
-    for mode in ("fp32", amp_mode):
+    for workload, mode in [(w, m) for w in workloads for m in ("fp32", amp_mode)]:
+        per_rank, tokens, mfu_1 = SCALING_WORKLOADS[workload]
         single = {}
         for n in worlds:
             gb = per_rank * n
             devices = ",".join(f"node:{device if backend == 'cpu' else f'cuda:{i}'}" for i in range(n))
-            sps = {}
+            sps, steps = {}, []
+
+            def rates(samples_per_s, step, n=n, tokens=tokens, mfu_1=mfu_1):
+                """The throughput columns of a row: per rank, tokens (gpt), one rank's MFU (falls with the step)."""
+                out = {"samples_per_s_per_rank": samples_per_s / n}
+                out.update({"tokens_per_s": samples_per_s * tokens if tokens else None,
+                            "tokens_per_s_per_rank": samples_per_s * tokens / n if tokens else None,
+                            "mfu_pct": mfu_1 * step_1 / step if mfu_1 else None})
+                return out
+
             for seed in (0, 1):
                 step = step_1 / efficiency(n) * (1 + 0.02 * seed)
                 sps[seed] = gb / step
-                trials.append({**common, "method": "ddp", "workload": "mlp", "mode": mode, "world_size": n,
+                steps.append(step)
+                trials.append({**common, "method": "ddp", "workload": workload, "mode": mode, "world_size": n,
                                "seed": seed, "devices": devices, "process_group": process_group,
                                "threads_per_rank": threads, "global_batch": gb, "samples_per_s": gb / step,
                                "step_median_s": step, "step_ci95_low_s": step * 0.97, "step_ci95_high_s": step * 1.04,
                                "final_loss": 0.31, "test_acc": 0.9, "loss_max_rel_diff": 2e-7 * n,
-                               "loss_tolerance": loss_tolerance(mode), "loss_matches_single": True, "status": "ok"})
+                               "loss_tolerance": loss_tolerance(mode), "loss_matches_single": True, "status": "ok",
+                               "per_rank_batch": per_rank, **rates(gb / step, step)})
             if n == 1:
                 single = sps
             eff, low, high = efficiency_ci([single[0], single[1]], [sps[0], sps[1]], n)
-            step = step_1 / efficiency(n)
-            summary.append({**common, "method": "ddp", "workload": "mlp", "mode": mode, "world_size": n,
+            step, step_low, step_high = seed_median_ci(steps)
+            summary.append({**common, "method": "ddp", "workload": workload, "mode": mode, "world_size": n,
                             "devices": devices, "process_group": process_group, "threads_per_rank": threads,
                             "trials": 2, "samples_per_s": gb / step, "step_median_s": step,
-                            "step_ci95_low_s": step * 0.97, "step_ci95_high_s": step * 1.04, "scaling_efficiency": eff,
+                            "step_ci95_low_s": step_low, "step_ci95_high_s": step_high, "scaling_efficiency": eff,
                             "efficiency_ci95_low": low, "efficiency_ci95_high": high, "loss_matches_single": True,
-                            "status": "ok"})
+                            "status": "ok", "global_batch": gb, "interval_over": "seeds", **rates(gb / step, step)})
             if n >= 2 and dp:
-                summary.append({**common, "method": "dp", "workload": "mlp", "mode": mode, "world_size": n,
+                summary.append({**common, "method": "dp", "workload": workload, "mode": mode, "world_size": n,
                                 "devices": "", "process_group": "", "threads_per_rank": threads, "trials": 0,
                                 "status": "unsupported", "status_detail": dp})
     for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
@@ -421,7 +437,7 @@ GPU_SDPA = {"tflops": {"flash": {"bfloat16": 560.0}, "cudnn": {"bfloat16": 610.0
 
 def write_scaling(d: Path, backend: str, tables: dict) -> None:
     for table, rows in tables.items():
-        _csv(d / registry.TABLES[table].filename(backend), rows, table)
+        _csv(d / registry.TABLES[table].filename(backend), rows, table, keep_extra=True)
 
 
 def scaling_disabled(prov, backend, device, device_name) -> dict:
@@ -431,10 +447,11 @@ def scaling_disabled(prov, backend, device, device_name) -> dict:
     return {t: [row] for t in registry.STAGES["scaling"].tables}
 
 
-def _csv(path: Path, rows: list[dict], kind: str) -> None:
+def _csv(path: Path, rows: list[dict], kind: str, keep_extra: bool = False) -> None:
     table = registry.TABLES[kind]
-    # documented columns, plus the telemetry windows' times (extras the telemetry strip marks points with)
-    extra = [c for c in table.extra if c in ("telemetry_start_unix_s", "telemetry_end_unix_s")]
+    # documented columns, plus the telemetry windows' times (extras the telemetry strip marks points with); with
+    # keep_extra every extra column (the scaling tables' throughput, MFU and interval_over)
+    extra = [c for c in table.extra if keep_extra or c in ("telemetry_start_unix_s", "telemetry_end_unix_s")]
     df = pd.DataFrame(rows).reindex(columns=list(table.columns) + extra)
     path.write_text(df.to_csv(index=False))
 
@@ -650,6 +667,7 @@ def write_cuda_run(results: Path, run_id: str = "gpu-node-h100", host: str = "gp
     write_scaling(d, "cpu", scaling_rows(
         prov, "cpu", "cpu", EPYC, [1, 2, 4, 8, 16], step_1=0.012, efficiency=lambda n: 1.0 / (1 + 0.04 * (n - 1)),
         process_group="gloo", threads=1, amp_mode="amp_bf16", collective_worlds=(2, 4, 8, 16), busbw_top=3.2,
+        workloads=("mlp", "gpt"),
         dp="nn.DataParallel splits one process's batch over CUDA/ROCm GPUs (torch.cuda only); not on cpu",
         copy_reason="cpu: one device (the host); no device-to-device copy"))
     write_scaling(d, "cuda", scaling_rows(

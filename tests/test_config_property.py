@@ -98,7 +98,8 @@ def satisfy_cross_keys(config: dict) -> dict:
     the keys involved explicitly: warmup.window <= max_iters; amp.warmup_steps < steps;
     amp.batch_size <= data.n_train; amp.transformer.n_heads divides d_model; with a container
     runtime only backends that have an image (cpu, cuda, rocm); scaling.sizes.min_bytes <= max_bytes,
-    scaling.world_sizes including 1 and within amp.data.n_train // amp.batch_size; a soak at least one interval
+    scaling.world_sizes including 1 and within each scaling workload's n_train // its batch per rank (no
+    batch_size max for a workload scaling trains); a soak at least one interval
     long; matmul.shapes reported under distinct names; each matmul.search axis min <= max; membw.min_kb below
     membw.max_mb."""
     filled = cfg.with_defaults(config)
@@ -137,11 +138,26 @@ def satisfy_cross_keys(config: dict) -> dict:
     sizes = scaling["sizes"]
     if sizes["min_bytes"] > sizes["max_bytes"]:
         config.setdefault("scaling", {}).setdefault("sizes", {})["min_bytes"] = sizes["max_bytes"]
+    # (per workload of scaling.workloads: its batch per rank, gpt/resnet their section's, never max when enabled)
+    from accelbench.stages.amp.workloads import PRESETS
+
+    now = cfg.with_defaults(config)["amp"]
+    most = None
+    for workload in scaling["workloads"]:
+        own = now.get(workload) if workload in PRESETS else None
+        if isinstance(own, dict):
+            batch, n_train = (own["batch_size"] if own["batch_size"] is not None else now["batch_size"]), own["n_train"]
+            if batch == "max" and not scaling["enabled"]:
+                continue
+            if batch == "max" or batch > n_train:
+                batch = min(now["batch_size"], n_train)
+                config.setdefault("amp", {}).setdefault(workload, {})["batch_size"] = batch
+        else:
+            batch, n_train = min(now["batch_size"], now["data"]["n_train"]), now["data"]["n_train"]
+        most = min(most or n_train // batch, max(1, n_train // batch))
     worlds = scaling["world_sizes"]
     if worlds:
-        batch = min(amp["batch_size"], amp["data"]["n_train"])
-        most = max(1, amp["data"]["n_train"] // batch)
-        config.setdefault("scaling", {})["world_sizes"] = sorted({1} | {w for w in worlds if w <= most})
+        config.setdefault("scaling", {})["world_sizes"] = sorted({1} | {w for w in worlds if w <= (most or 1)})
     if config.get("compare_to") and config["compare_to"] == expected_run_id(config):
         del config["compare_to"]  # a run compared with itself is refused (tests/test_config.py)
     return config

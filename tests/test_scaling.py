@@ -121,20 +121,65 @@ def test_summary_pairs_each_world_with_the_one_rank_ddp_trial_of_its_seed():
         for seed, value in zip((0, 1), sps):
             rows.append({"method": method, "workload": "mlp", "mode": "fp32", "world_size": world, "seed": seed,
                          "devices": "", "process_group": "gloo", "threads_per_rank": 1, "global_batch": 32 * world,
-                         "samples_per_s": value, "status": "ok", "loss_max_rel_diff": 1e-7,
-                         "loss_matches_single": True})
+                         "samples_per_s": value, "step_median_s": 32 * world / value, "status": "ok",
+                         "loss_max_rel_diff": 1e-7, "loss_matches_single": True})
     rows.append({**rows[-1], "seed": 2, "status": "error", "status_detail": "rank 1 failed", "samples_per_s": None,
-                 "loss_matches_single": None})
-    times = {("ddp", "mlp", "fp32", 2, 0): [0.4, 0.41, 0.39]}
-    summary = ss.summarize(pd.DataFrame(rows), times).set_index(["method", "world_size"])
+                 "step_median_s": None, "loss_matches_single": None})
+    summary = ss.summarize(pd.DataFrame(rows)).set_index(["method", "world_size"])
     two = summary.loc[("ddp", 2)]
     assert two["scaling_efficiency"] == pytest.approx(math.sqrt(0.8 * 0.9))  # 160/200, 216/240
-    assert two["step_median_s"] == pytest.approx(0.4) and two["samples_per_s"] == pytest.approx(64 / 0.4)
+    step = math.sqrt(64 / 160 * 64 / 216)  # the geometric mean of the two seeds' medians
+    assert two["step_median_s"] == pytest.approx(step) and two["samples_per_s"] == pytest.approx(64 / step)
+    assert two["samples_per_s_per_rank"] == pytest.approx(32 / step) and two["interval_over"] == "seeds"
+    assert math.isnan(two["tokens_per_s"]) and math.isnan(two["images_per_s"]) and math.isnan(two["mfu_pct"])
     assert two["trials"] == 2 and two["status"] == "ok" and bool(two["loss_matches_single"])
     assert summary.loc[("ddp", 1)]["scaling_efficiency"] == pytest.approx(1.0)
     dp = summary.loc[("dp", 2)]
     assert dp["status"] == "error" and dp["trials"] == 2 and dp["status_detail"] == "rank 1 failed"
     assert dp["scaling_efficiency"] == pytest.approx(math.sqrt(0.6 * 0.5))
+
+
+def test_step_interval_is_over_seed_medians_not_pooled_steps():
+    """The seed is the unit of replication: three seeds whose steps are tight within each seed but whose medians
+    differ. The interval is the t-interval on the log medians (known here), far wider than what pooling the 600
+    steps would give; one seed is labelled descriptive and keeps that trial's own interval over its steps."""
+    medians = [0.010, 0.011, 0.0125]
+    logs = [math.log(m) for m in medians]
+    mean = sum(logs) / 3
+    sd = (sum((x - mean) ** 2 for x in logs) / 2) ** 0.5
+    half = stats.t.ppf(0.975, 2) * sd / 3 ** 0.5
+    center, low, high = ss.seed_median_ci(medians)
+    assert center == pytest.approx(math.exp(mean))
+    assert (low, high) == pytest.approx((math.exp(mean - half), math.exp(mean + half)))
+    assert low < 0.010 and high > 0.0125  # 3 seeds, t(2): the interval spans every seed's median
+    assert ss.seed_median_ci([0.02, 0.02]) == pytest.approx((0.02, 0.02, 0.02))
+    one = ss.seed_median_ci([0.02])
+    assert one[0] == pytest.approx(0.02) and math.isnan(one[1]) and math.isnan(one[2])
+    assert all(math.isnan(v) for v in ss.seed_median_ci([]))
+
+    rows, steps = [], []
+    for seed, m in enumerate(medians):
+        s_steps = [m * (1 + 0.001 * ((i % 5) - 2)) for i in range(200)]
+        steps += s_steps
+        median, lo, hi = ss.step_stats(s_steps)
+        rows.append({"method": "ddp", "workload": "gpt", "mode": "fp32", "world_size": 2, "seed": seed, "devices": "",
+                     "process_group": "gloo", "threads_per_rank": 1, "global_batch": 8, "samples_per_s": 8 / median,
+                     "tokens_per_s": 8 / median * 32, "mfu_pct": 3.0 * 0.010 / median, "step_median_s": median,
+                     "step_ci95_low_s": lo, "step_ci95_high_s": hi, "status": "ok", "loss_max_rel_diff": 1e-7,
+                     "loss_matches_single": True})
+    pooled_low, pooled_high = ss.step_stats(steps)[1:]
+    row = ss.summarize(pd.DataFrame(rows)).iloc[0]
+    assert (row["step_ci95_low_s"], row["step_ci95_high_s"]) == pytest.approx((low, high), rel=2e-3)
+    assert row["interval_over"] == "seeds" and row["trials"] == 3
+    assert pooled_high - pooled_low < (high - low) / 10  # what pooling the steps would have claimed
+    assert row["tokens_per_s"] == pytest.approx(row["samples_per_s"] * 32)
+    assert row["tokens_per_s_per_rank"] == pytest.approx(row["samples_per_s"] * 16)
+    assert row["mfu_pct"] == pytest.approx(3.0 * 0.010 / row["step_median_s"])
+    assert math.isnan(row["images_per_s"])
+    single = ss.summarize(pd.DataFrame(rows[:1])).iloc[0]
+    assert single["interval_over"] == "descriptive" and single["step_median_s"] == pytest.approx(rows[0]["step_median_s"])
+    assert (single["step_ci95_low_s"], single["step_ci95_high_s"]) == (rows[0]["step_ci95_low_s"],
+                                                                       rows[0]["step_ci95_high_s"])
 
 
 def test_worst_status_decides_a_summary():
@@ -567,6 +612,105 @@ def test_data_parallel_rows_elsewhere_are_unsupported(tmp_path):
     assert all("not on cpu" in r["status_detail"] for r in rows)
 
 
+# gpt and resnet at sizes that train a world of 2 on the 2-core CPU in seconds (their own batch per rank, steps, lr)
+SMALL_TRAINING = {"steps": 10, "warmup_steps": 2, "n_train": 128, "n_test": 16, "lr": 0.003}
+SCALING_WORKLOADS_AMP = {**TINY["amp"],
+                         "gpt": {**SMALL_TRAINING, "batch_size": 4, "n_layers": 1, "d_model": 16, "n_heads": 2,
+                                 "seq_len": 16, "vocab_size": 16},
+                         "resnet": {**SMALL_TRAINING, "batch_size": 16, "width": 4, "image_size": 16, "n_classes": 4}}
+
+
+def test_throughput_columns_of_a_trial_in_the_workloads_items(tmp_path):
+    """A gpt trial of a world of 2 from its (fake) timed steps: samples/s of the global batch, tokens/s (x seq_len),
+    per rank (/2), and one rank's MFU: FlopCounterMode's FLOPs of one rank's step over the median step and the
+    backend's peak (the AMP stage's training_columns); resnet counts images; mlp has neither, nor an MFU."""
+    run_file = write_run(tmp_path, {"enabled": True, "world_sizes": [1, 2], "workloads": ["gpt", "resnet", "mlp"]},
+                         amp=SCALING_WORKLOADS_AMP)
+    st = start("scaling", str(run_file), "cpu", 2)
+    run = scaling.ScalingRun(st, str(run_file), str(tmp_path), log=lambda *_: None)
+    steps = [9.0, 9.0] + [0.02, 0.03, 0.025, 0.02, 0.03]  # the two warm-up steps are left out
+    got = {"workload": "gpt", "mode": "fp32", "seed": 0, "global_batch": 8, "warmup_steps": 2, "step_s": steps}
+    row = run.trial_timing(got, 2, 4, 1)
+    assert row["step_median_s"] == pytest.approx(0.025) and row["samples_per_s"] == pytest.approx(8 / 0.025)
+    assert row["tokens_per_s"] == pytest.approx(8 / 0.025 * 16) and row["tokens_per_s_per_rank"] == pytest.approx(
+        4 / 0.025 * 16)
+    assert row["samples_per_s_per_rank"] == pytest.approx(4 / 0.025) and math.isnan(row["images_per_s"])
+    flops, _ = amp.step_flops("gpt", {**amp.workload_config(run.amp_cfg, "gpt"), "batch_size": 4}, 4, torch)
+    assert row["model_flops_per_rank_step"] == pytest.approx(flops) and flops > 0
+    peak, _ = CpuBackend().peak_tflops(st.info("cpu"), "float32", 1)
+    assert row["peak_tflops"] == pytest.approx(peak) and row["peak_dtype"] == "float32" and row["preset"] == "tiny"
+    assert row["mfu_pct"] == pytest.approx(100 * flops / 0.025 / 1e12 / peak)
+    res = run.trial_timing({**got, "workload": "resnet", "mode": "amp_bf16", "global_batch": 32}, 2, 16, 1)
+    assert res["images_per_s"] == pytest.approx(32 / 0.025) and res["images_per_s_per_rank"] == pytest.approx(16 / 0.025)
+    assert math.isnan(res["tokens_per_s"]) and res["peak_dtype"] == "bfloat16" and res["mfu_pct"] > 0
+    mlp = run.trial_timing({**got, "workload": "mlp"}, 2, 32, 1)
+    assert math.isnan(mlp["tokens_per_s"]) and math.isnan(mlp["images_per_s"]) and math.isnan(mlp["mfu_pct"])
+    # the plan: each workload's own batch per rank
+    p = scaling_rank.plan(st.config, CpuBackend(), 2, 1)
+    assert p["per_rank_batches"] == {"gpt": 4, "resnet": 16, "mlp": TINY["amp"]["batch_size"]}
+
+
+def test_the_reference_of_a_batchnorm_model_normalizes_each_rank_slice():
+    """BatchNorm takes its statistics from the batch it sees: a rank sees its slice, so the single-process
+    reference runs the model on the slices apart (scaling.per_slice); a model without BatchNorm is left as is."""
+    torch.manual_seed(0)
+    bn = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    x = torch.randn(8, 3)
+    sliced = scaling.per_slice(bn, 2, torch)
+    expected = torch.cat([bn(x[:4]), bn(x[4:])])
+    assert torch.allclose(sliced(x), expected) and not torch.allclose(bn(x), expected, atol=1e-3)
+    plain = torch.nn.Linear(3, 4)
+    assert scaling.per_slice(plain, 2, torch) is plain and scaling.per_slice(bn, 1, torch) is bn
+
+
+@pytest.mark.slow
+def test_gpt_and_resnet_train_in_a_gloo_world_of_2(tmp_path):
+    """gpt and resnet for real: worlds 1 and 2 (gloo, one thread per rank), one seed, fp32 and bf16 AMP. The rows
+    carry tokens/s or images/s (world and per rank) and one rank's MFU; the loss check passes against the one-process
+    reference (resnet's BatchNorm per rank slice) and would fail against a reference that normalizes the whole
+    global batch; bf16 resnet's curve is recorded, not judged; one seed makes the step interval descriptive."""
+    run_file = write_run(tmp_path, {"enabled": True, "world_sizes": [1, 2], "workloads": ["gpt", "resnet"],
+                                    "seeds": [0], "collectives": [], "timeout_s": 300},
+                         amp=SCALING_WORKLOADS_AMP, cpu_threads=2)
+    st = start("scaling", str(run_file), "cpu", 2)
+    run = scaling.ScalingRun(st, str(run_file), str(tmp_path), log=lambda *_: None)
+    trials = run.world_rows(1, None)[0] + run.world_rows(2, None)[0]
+    run.check_losses(trials)
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "_losses"} for r in trials])
+    assert set(zip(df["workload"], df["mode"], df["world_size"])) == {
+        (w, m, n) for w in ("gpt", "resnet") for m in ("fp32", "amp_bf16") for n in (1, 2)}
+    assert (df["status"] == "ok").all(), df[["workload", "mode", "world_size", "status_detail"]]
+    gpt, res = df[df["workload"] == "gpt"], df[df["workload"] == "resnet"]
+    assert (gpt["global_batch"] == 4 * gpt["world_size"]).all() and (res["global_batch"] == 16 * res["world_size"]).all()
+    assert ((gpt["tokens_per_s"] - 16 * gpt["samples_per_s"]).abs() < 1e-6 * gpt["tokens_per_s"]).all()
+    assert ((gpt["tokens_per_s_per_rank"] * gpt["world_size"] - gpt["tokens_per_s"]).abs() < 1e-6 * gpt["tokens_per_s"]).all()
+    assert ((res["images_per_s"] - res["samples_per_s"]).abs() < 1e-9 * res["images_per_s"]).all()
+    assert gpt["images_per_s"].isna().all() and res["tokens_per_s"].isna().all()
+    mfu = 100 * df["model_flops_per_rank_step"] / df["step_median_s"] / 1e12 / df["peak_tflops"]
+    assert (df["mfu_pct"] > 0).all() and ((df["mfu_pct"] - mfu).abs() < 1e-9 * mfu).all()
+    judged = df[~((df["workload"] == "resnet") & (df["mode"] == "amp_bf16") & (df["world_size"] == 2))]
+    assert judged["loss_matches_single"].map(bool).all(), judged[["workload", "mode", "world_size", "loss_max_rel_diff"]]
+    unjudged = df[(df["workload"] == "resnet") & (df["mode"] == "amp_bf16") & (df["world_size"] == 2)].iloc[0]
+    assert unjudged["loss_matches_single"] is None and "not judged" in unjudged["status_detail"]
+    assert unjudged["loss_max_rel_diff"] >= 0
+    # the same resnet world against a reference that normalizes the whole global batch: the check would fail
+    ddp = next(r for r in trials if (r["workload"], r["mode"], r["world_size"]) == ("resnet", "fp32", 2))
+    whole_cfg = {**amp.workload_config(run.amp_cfg, "resnet"), "batch_size": 32}
+    before, whole = torch.get_num_threads(), []
+    torch.set_num_threads(1)  # a rank's, as the reference runs
+    try:
+        amp.run_trial(amp.Trial("cpu", "cpu", "cpu", "resnet", "fp32", 0), whole_cfg, run.data["resnet"], run.policy,
+                      backend=run.backend, threads=1, steps_out=whole)
+    finally:
+        torch.set_num_threads(before)
+    assert ss.loss_max_rel_diff(ddp["_losses"], [s["loss"] for s in whole]) > ss.loss_tolerance("fp32")
+    summary = ss.summarize(df).set_index(["workload", "mode", "world_size"])
+    assert (summary["interval_over"] == "descriptive").all() and (summary["trials"] == 1).all()
+    two = summary.loc[("gpt", "fp32", 2)]
+    assert two["scaling_efficiency"] > 0 and math.isnan(two["efficiency_ci95_low"])
+    assert two["tokens_per_s"] == pytest.approx(16 * two["samples_per_s"]) and two["mfu_pct"] > 0
+
+
 def test_world_sizes_beyond_the_devices_are_unsupported():
     plan = scaling.world_sizes(CpuBackend(), ["cpu"], threads=2, configured=[4, 1, 2])
     assert plan == [(1, None), (2, None), (4, plan[2][1])] and "at most 2" in plan[2][1]
@@ -598,7 +742,12 @@ def test_disabled_and_absent_write_one_row_per_table(tmp_path):
     ({"scaling": {"world_sizes": [1, 0]}}, "scaling.world_sizes[1]", ">= 1"),
     ({"scaling": {"world_sizes": [1, 1]}}, "scaling.world_sizes", "duplicate"),
     ({"scaling": {"world_sizes": [1, 64]}}, "scaling.world_sizes", "up to 32"),
-    ({"scaling": {"workloads": ["resnet"]}}, "scaling.workloads[0]", "mlp, transformer"),
+    ({"scaling": {"workloads": ["bert"]}}, "scaling.workloads[0]", "mlp, transformer, gpt, resnet"),
+    ({"scaling": {"workloads": ["gpt", "gpt"]}}, "scaling.workloads", "duplicate"),
+    ({"scaling": {"enabled": True, "workloads": ["gpt"]}, "amp": {"gpt": {"batch_size": "max"}}},
+     "amp.gpt.batch_size", "a positive integer, or null"),
+    ({"scaling": {"world_sizes": [1, 64], "workloads": ["resnet"]}, "amp": {"resnet": {"batch_size": 16}}},
+     "scaling.world_sizes", "exceeds amp.resnet.n_train (512); allowed: world sizes up to 32"),
     ({"scaling": {"collectives": ["alltoall"]}}, "scaling.collectives[0]",
      "all_reduce, all_gather, reduce_scatter, broadcast"),
     ({"scaling": {"sizes": {"min_bytes": 4096, "max_bytes": 1024}}}, "scaling.sizes.min_bytes", "1 .. 1024"),
@@ -837,20 +986,36 @@ def test_report_says_how_to_turn_scaling_on_when_it_was_off(fixtures):
 
 
 def test_report_scaling_section_shows_the_measured_rows(fixtures):
+    from accelbench.reporting import tables as S
+
     built = fixtures("two_runs")
     html = built["report"].read_text()
     assert 'id="scaling-off"' not in html and '<a href="#scaling">' in html
     summary = pd.read_csv(built["aggregate"] / "scaling.csv")
     measured = summary[(summary["status"] == "ok") & (summary["method"] == "ddp")]
-    assert len(measured) == 2 * 5 + 2  # cpu: 2 modes x 5 worlds; cuda: 2 modes x world 1
+    assert len(measured) == 2 * 2 * 5 + 2  # cpu: mlp and gpt x 2 modes x 5 worlds; cuda: mlp x 2 modes x world 1
     for _, r in measured.iterrows():
-        cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" data-mode="{r["mode"]}" ' \
+        cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" ' \
+               f'data-workload="{r["workload"]}" data-mode="{r["mode"]}" ' \
                f'data-world="{int(r["world_size"])}" data-efficiency="{r["scaling_efficiency"]}"'
         assert cell in html, cell
     section = html[html.index('<section id="scaling">'):html.index('<section id="telemetry">')]
     assert 'data-run="laptop-cpu"' not in section and "laptop-cpu · cpu: disabled" in section  # its scaling was off
+    gpt = measured[measured["workload"] == "gpt"]
+    assert (gpt["tokens_per_s"] == gpt["samples_per_s"] * 32).all() and (gpt["interval_over"] == "seeds").all()
+    table = section[section.index('id="scaling-table"'):]
+    for _, r in gpt.iterrows():  # the gpt rows: tokens/s of the world and of one rank, one rank's MFU
+        row = table[table.index(f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" '
+                                f'data-workload="gpt" data-mode="{r["mode"]}" data-world="{int(r["world_size"])}"'):]
+        row = row[:row.index("</tr>")]
+        cells = [c.split(">", 1)[-1] for c in row.split("</td>")]
+        world, per_rank = f'{S.fmt_num(r["tokens_per_s"])} tokens/s', f'{S.fmt_num(r["tokens_per_s_per_rank"])} tokens/s'
+        assert "gpt" in cells and world in cells and per_rank in cells and "seeds" in cells, cells
+        assert f'{S.fmt_num(r["mfu_pct"])}%' in cells, cells
+    assert "CI over" in section and "variance between trials" in section
     eff = svg_words(built["plots"] / "scaling_efficiency.svg")
     assert "scaling efficiency" in eff and "world size (ranks)" in eff and "nn.DataParallel" not in eff
+    assert "gpt: global throughput" in eff and "tokens/s (95% CI over seeds)" in eff
     bus = svg_words(built["plots"] / "collective_busbw.svg")
     assert "busbw GB/s" in bus and "all_reduce" in bus and "16 ranks" in bus
     assert "need a backend with 2 devices" in svg_words(built["plots"] / "peer_copy.svg")

@@ -49,6 +49,15 @@ def _scaling_not_measured(plt, title: str, df, measured_anywhere: bool = True) -
     return None
 
 
+def throughput_unit(rows) -> tuple[str, str]:
+    """(column, axis unit) of a workload's throughput: tokens/s (gpt), images/s (resnet) where its rows have
+    them, else samples/s."""
+    for column, unit in (("tokens_per_s", "tokens/s"), ("images_per_s", "images/s")):
+        if column in rows.columns and pd.to_numeric(rows[column], errors="coerce").gt(0).any():
+            return column, unit
+    return "samples_per_s", "samples/s"
+
+
 def fig_scaling_efficiency(plt, sns, tables, series):
     df = tables["scaling"]
     title = "Weak scaling: throughput and efficiency against world size (95% CI over seeds)"
@@ -72,8 +81,10 @@ def fig_scaling_efficiency(plt, sns, tables, series):
             marker = MODE_MARKERS.get(mode, "^")
             style = METHOD_STYLE.get(method, "--")
             x = g["world_size"].to_numpy(float)
-            sps = g["samples_per_s"].to_numpy(float)
-            gb = g["samples_per_s"] * g["step_median_s"]
+            column, _ = throughput_unit(d)
+            per_sample = (pd.to_numeric(g[column], errors="coerce") / g["samples_per_s"]).to_numpy(float)
+            sps = g["samples_per_s"].to_numpy(float) * per_sample
+            gb = g["samples_per_s"] * g["step_median_s"] * per_sample
             lo = (gb / g["step_ci95_high_s"]).to_numpy(float)
             hi = (gb / g["step_ci95_low_s"]).to_numpy(float)
             lo, hi = np.where(np.isfinite(lo), lo, sps), np.where(np.isfinite(hi), hi, sps)
@@ -93,7 +104,7 @@ def fig_scaling_efficiency(plt, sns, tables, series):
             ax.set_xticks(sizes)
             ax.set_xlabel("world size (ranks)")
         row[0].set_title(f"{workload}: global throughput")
-        row[0].set_ylabel("samples/s (median step, 95% CI)")
+        row[0].set_ylabel(f"{throughput_unit(d)[1]} (95% CI over seeds)")
         row[0].set_ylim(bottom=0)
         row[1].axhline(1.0, color="#444444", ls="--", lw=1)
         row[1].set_title(f"{workload}: efficiency = thr_N / (N · thr_1)")
@@ -119,7 +130,7 @@ def fig_collective_busbw(plt, sns, tables, series):
     if off is not None:
         return off
     if "scope" in df.columns:  # the world's points (a split's sub-groups are in the table)
-        df = df[df["scope"].fillna("world").astype(str) == "world"]
+        df = df[df["scope"].astype(object).fillna("world").astype(str) == "world"]
     ok = df[(df["status"] == "ok") & (pd.to_numeric(df["busbw_gbps"], errors="coerce") > 0)]
     if ok.empty:
         return _message(plt, title, "No collective was timed: they need a world of 2 ranks or more.")

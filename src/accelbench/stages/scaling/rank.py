@@ -10,8 +10,10 @@ Each rank:
    ``scaling.timeout_s`` as the group's timeout;
 3. trains every ``scaling.workloads`` x ``scaling.seeds`` x (fp32, the backend's AMP mode) under
    ``DistributedDataParallel`` with the AMP stage's data, models and trial loop (``amp.run_trial`` with an
-   ``amp.Replica``): ``amp.batch_size`` examples per rank per step, the global batch drawn from the same
-   seeded order a single process uses;
+   ``amp.Replica``; gpt and resnet from the AMP workload registry, ``stages/amp/workloads``, with their
+   generated corpus or image set): ``amp.batch_size`` examples per rank per step (gpt, resnet: their section's
+   ``batch_size``, ``steps``, ``warmup_steps``, ``lr``), each rank its slice of a global batch drawn from the
+   same seeded order a single process uses;
 4. times every collective of ``scaling.collectives`` at every size (``collectives.measure_collective``).
 
 Rank 0 appends one JSON line per finished trial and per collective point to ``results.jsonl``; what a
@@ -52,6 +54,18 @@ def scaling_modes(backend, amp_cfg: dict) -> tuple[list[str], str | None]:
     return [amp.BASELINE, amp.amp_mode_name(policy.dtype)], backend.amp_support(policy)
 
 
+def workload_config(amp_cfg: dict, workload: str) -> dict:
+    """The AMP config a workload trains with: ``amp.*`` with the workload's own trial keys over it (gpt and
+    resnet: ``amp.gpt.batch_size``, ``steps``, ``warmup_steps``, ``lr``; ``amp.measure.workload_config``). Its
+    ``batch_size`` is the batch per rank."""
+    return amp.workload_config(amp_cfg, workload)
+
+
+def per_rank_batches(amp_cfg: dict, workloads) -> dict:
+    """workload -> examples per rank per step (``amp.batch_size``, or the gpt/resnet section's own)."""
+    return {w: int(workload_config(amp_cfg, w)["batch_size"]) for w in workloads}
+
+
 def plan(config: dict, backend, world_size: int, threads_per_rank: int) -> dict:
     """What every rank of this world does, from the run's config alone (``--dry-run`` prints it)."""
     scfg, amp_cfg = config["scaling"], config["amp"]
@@ -61,6 +75,8 @@ def plan(config: dict, backend, world_size: int, threads_per_rank: int) -> dict:
             "process_group": backend.collective, "workloads": list(scfg["workloads"]), "seeds": list(scfg["seeds"]),
             "modes": modes, "amp_unsupported": amp_unsupported, "per_rank_batch": amp_cfg["batch_size"],
             "global_batch": amp_cfg["batch_size"] * int(world_size), "steps": amp_cfg["steps"],
+            # per workload (gpt and resnet may set their own batch): examples per rank per step
+            "per_rank_batches": per_rank_batches(amp_cfg, scfg["workloads"]),
             "collectives": list(scfg["collectives"]) if world_size > 1 else [],  # one rank moves nothing over a bus
             "sizes": message_sizes(sizes["min_bytes"], sizes["max_bytes"], sizes["factor"]),
             "timeout_s": scfg["timeout_s"], "min_run_time_s": scfg["min_run_time_s"]}
@@ -108,21 +124,25 @@ def train(rank: Rank, config: dict, p: dict, results: Checkpoint | None, log=pri
     policy = backend.amp_policy(amp_cfg["dtype"])
     replica = amp.Replica(rank=rank.rank, world_size=rank.world, wrap=rank.wrap, mean_loss=rank.mean_loss)
     for workload in p["workloads"]:
+        # every rank draws the same data set (fixed by the config's seed) and trains on its slice of each global
+        # batch (amp.batch_order): the ranks' slices together are what one process would see
         data = amp.make_data(workload, amp_cfg, config.get("seed", 0), torch)
+        wl_cfg = workload_config(amp_cfg, workload)
+        batch = p["per_rank_batches"][workload]
         for seed in p["seeds"]:
             for mode in p["modes"]:
                 key = f"{workload}/{mode}/{seed}"
                 base = {"kind": "trial", "key": key, "workload": workload, "mode": mode, "seed": seed,
-                        "world_size": rank.world, "per_rank_batch": p["per_rank_batch"],
-                        "global_batch": p["global_batch"], "threads_per_rank": rank.threads,
-                        "warmup_steps": amp_cfg["warmup_steps"]}
+                        "world_size": rank.world, "per_rank_batch": batch,
+                        "global_batch": batch * rank.world, "threads_per_rank": rank.threads,
+                        "warmup_steps": wl_cfg["warmup_steps"]}
                 if mode != amp.BASELINE and p["amp_unsupported"]:
                     row = {**base, "status": "unsupported", "status_detail": p["amp_unsupported"], "step_s": [],
                            "losses": []}
                 else:
                     trial = amp.Trial(backend.name, rank.device, rank.device, workload, mode, seed)
                     steps: list = []
-                    out = amp.run_trial(trial, amp_cfg, data, policy, backend=backend, threads=rank.threads,
+                    out = amp.run_trial(trial, wl_cfg, data, policy, backend=backend, threads=rank.threads,
                                         steps_out=steps, replica=replica)
                     row = {**base, "step_s": rank.slowest([s["step_s"] for s in steps]),
                            "losses": [s["loss"] for s in steps], "status": out["status"],

@@ -13,6 +13,20 @@ def _tf(value) -> str:
     return "—" if v is None else ("yes" if v else "NO")
 
 
+def _items(r) -> tuple[str, str]:
+    """(the world's throughput, one rank's) in the workload's items: tokens/s (gpt), images/s (resnet), else
+    samples/s."""
+    for name, unit in (("tokens", "tokens/s"), ("images", "images/s"), ("samples", "samples/s")):
+        world = r.get(f"{name}_per_s")
+        if world is not None and world == world:
+            per_rank = r.get(f"{name}_per_s_per_rank")
+            if per_rank is None or per_rank != per_rank:
+                n = r.get("world_size")
+                per_rank = world / n if n and n == n else float("nan")
+            return f"{S.fmt_num(world)} {unit}", f"{S.fmt_num(per_rank)} {unit}"
+    return "—", "—"
+
+
 def scaling_section(tables, series) -> dict:
     """The Scaling section: ``state`` is ``off`` (every row says scaling.enabled was false), ``none`` (no
     scaling rows at all) or ``measured``; the summary rows, every collective point and every copy."""
@@ -35,7 +49,13 @@ def scaling_section(tables, series) -> dict:
               f"{S.fmt_time(r['step_ci95_low_s'])} – {S.fmt_time(r['step_ci95_high_s'])}")
         eff_ci = ("" if r["efficiency_ci95_low"] != r["efficiency_ci95_low"] else
                   f"{S.fmt_num(r['efficiency_ci95_low'])}–{S.fmt_num(r['efficiency_ci95_high'])}")
+        items, per_rank = _items(r)
+        mfu = r.get("mfu_pct")
+        over = r.get("interval_over")
+        over = over if isinstance(over, str) and over else "—"  # a run before the column: its steps pooled
         rows.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
+                     "throughput": items, "rank_throughput": per_rank,
+                     "mfu": "—" if mfu is None or mfu != mfu else f"{S.fmt_num(mfu)}%", "interval_over": over,
                      "method": r["method"], "workload": r["workload"], "mode": r["mode"],
                      "world_size": int(r["world_size"]) if r["world_size"] == r["world_size"] else "",
                      "threads": "" if r["threads_per_rank"] != r["threads_per_rank"] else int(r["threads_per_rank"]),

@@ -18,6 +18,16 @@ a0b82b2260cf5152b9f8c061bbf7eaf0ba096432, 2026-07-09):
 are exactly N times as fast as one. Over seeds: the geometric mean and a Student-t 95% interval on the
 log ratios (``amp_stats.speedup_ci``, the same paired statistics as the AMP speedup).
 
+**The step time over seeds** (the summary): the unit of replication is the seed, a separate trial (its own
+initial weights, its own batch order), not the step. The steps of one trial share its process, its weights and
+its moment on the machine, so pooling the steps of every seed would treat thousands of correlated steps as
+independent and give an interval far too narrow for what another trial would measure. Per seed the median step
+time (of the slowest rank per step); over seeds the geometric mean of those medians with a Student-t 95%
+interval on their logs (``seed_median_ci``): it covers the variance between seeds (trials) of one run, not
+between runs (fresh stage processes on another day) nor between machines. With one seed there is no
+between-seed spread: the summary then keeps that trial's distribution-free interval over its steps and says
+``interval_over = descriptive`` (it covers step-to-step variation inside one trial only).
+
 **Loss equivalence**: DDP with N ranks of batch B averages the gradients of N slices of one global batch of
 N x B, which is the gradient of that global batch: a single process trained on the same global batches from
 the same initial weights must give the same loss curve, up to floating-point summation order. The
@@ -32,6 +42,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ...measure.timing import median_ci95
 from ...measure.paired import speedup_ci
@@ -170,6 +181,37 @@ def step_stats(step_s: Sequence[float]) -> tuple[float, float, float]:
     return float(np.median(x)), low, high
 
 
+def seed_median_ci(medians: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Geometric mean of per-seed median step times and a Student-t ``level`` interval on their logs (the seed,
+    one trial, is the unit of replication; module doc). The interval is NaN with fewer than two seeds; medians
+    that are not finite and positive are left out."""
+    x = np.asarray([v for v in medians if v is not None and v == v and math.isfinite(v) and v > 0], float)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    logs = np.log(x)
+    mean = float(logs.mean())
+    if x.size < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * logs.std(ddof=1) / math.sqrt(x.size))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+# interval_over: what a summary row's step-time interval covers (docs/scaling.md)
+INTERVAL_SEEDS = "seeds"  # t-interval on log per-seed medians: the variance between seeds (trials)
+INTERVAL_DESCRIPTIVE = "descriptive"  # 1 seed: its interval over its own steps; no between-trial spread
+
+
+def _ratio(group: pd.DataFrame, column: str, over: str = "samples_per_s") -> float:
+    """The median over a group's trials of ``column / over`` (a per-trial constant: tokens per sample, or MFU x
+    step time), NaN where no trial has both."""
+    if column not in group.columns or over not in group.columns:
+        return math.nan
+    a = pd.to_numeric(group[column], errors="coerce")
+    b = pd.to_numeric(group[over], errors="coerce")
+    r = (a / b)[np.isfinite(a / b)]
+    return float(r.median()) if len(r) else math.nan
+
+
 # statuses in the order that decides a summary row's status: the worst one of its trials
 STATUS_ORDER = ("absent", "disabled", "unsupported", "timeout", "error", "oom", "nan", "ok")
 
@@ -185,14 +227,17 @@ def worst_status(statuses: Iterable[str]) -> str:
 SUMMARY_KEY = ["method", "workload", "mode", "world_size"]
 
 
-def summarize(trials: pd.DataFrame, step_times: dict) -> pd.DataFrame:
+def summarize(trials: pd.DataFrame) -> pd.DataFrame:
     """One row per (method, workload, mode, world_size) from the trials table.
 
-    ``step_times`` maps (method, workload, mode, world_size, seed) to the trial's timed step times
-    (slowest rank per step); the summary's median step and its interval pool them over seeds, and
-    ``samples_per_s`` is the global batch over that median. The efficiency pairs each seed with the
-    DDP world-size-1 trial of the same workload, mode and seed (DataParallel included: the same
-    single-device baseline). ``loss_matches_single`` is true only when every trial's check passed."""
+    The median step and its interval are over seeds (``seed_median_ci`` on the trials' ``step_median_s``: the
+    seed is the unit of replication, ``interval_over = seeds``); with one finished seed, that trial's own
+    interval over its steps (``interval_over = descriptive``). ``samples_per_s`` is the global batch over that
+    median, ``tokens_per_s`` / ``images_per_s`` the same in the workload's items (gpt, resnet), each also per rank
+    (over ``world_size``); ``mfu_pct`` is one rank's MFU at the summary's median step. The efficiency pairs each
+    seed with the DDP world-size-1 trial of the same workload, mode and seed (DataParallel included: the same
+    single-device baseline); its interval is over those seed pairs too (it never pools steps).
+    ``loss_matches_single`` is true only when every trial's check passed."""
     rows = []
     if trials.empty:
         return pd.DataFrame(rows)
@@ -201,8 +246,12 @@ def summarize(trials: pd.DataFrame, step_times: dict) -> pd.DataFrame:
     for key, group in trials.groupby(SUMMARY_KEY, sort=False):
         method, workload, mode, world = key
         good = group[group["status"] == "ok"]
-        times = [t for seed in good["seed"] for t in step_times.get((method, workload, mode, int(world), int(seed)), [])]
-        median, low, high = step_stats(times)
+        medians = pd.to_numeric(good.get("step_median_s", pd.Series(dtype=float)), errors="coerce").dropna()
+        median, low, high = seed_median_ci(medians)
+        interval_over = INTERVAL_SEEDS if len(medians) >= 2 else INTERVAL_DESCRIPTIVE
+        if len(medians) == 1:  # one seed: its own interval over its steps, labelled descriptive
+            one = good.loc[medians.index[0]]
+            low, high = float(one.get("step_ci95_low_s", math.nan)), float(one.get("step_ci95_high_s", math.nan))
         gb = group["global_batch"].dropna()
         global_batch = float(gb.iloc[0]) if len(gb) else math.nan
         base = baseline[(baseline["workload"] == workload) & (baseline["mode"] == mode)]
@@ -213,17 +262,31 @@ def summarize(trials: pd.DataFrame, step_times: dict) -> pd.DataFrame:
         diffs = group["loss_max_rel_diff"].dropna()
         details = [d for d in group.get("status_detail", pd.Series(dtype=str)).dropna().astype(str) if d]
         first = group.iloc[0]
+        sps = global_batch / median if median > 0 else math.nan
+        n = int(world)
+        tokens = sps * _ratio(good, "tokens_per_s")
+        images = sps * _ratio(good, "images_per_s")
+        mfu = math.nan
+        if "mfu_pct" in good.columns:  # MFU x step time is a trial's constant (its FLOPs over the peak)
+            flops_over_peak = pd.to_numeric(good["mfu_pct"], errors="coerce") * medians.reindex(good.index)
+            flops_over_peak = flops_over_peak[np.isfinite(flops_over_peak)]
+            if len(flops_over_peak) and median > 0:
+                mfu = float(flops_over_peak.median()) / median
         rows.append({
-            "method": method, "workload": workload, "mode": mode, "world_size": int(world),
+            "method": method, "workload": workload, "mode": mode, "world_size": n,
             "devices": first["devices"], "process_group": first["process_group"],
             "threads_per_rank": first["threads_per_rank"], "trials": int(len(good)),
-            "samples_per_s": global_batch / median if median > 0 else math.nan,
-            "step_median_s": median, "step_ci95_low_s": low, "step_ci95_high_s": high,
+            "samples_per_s": sps, "step_median_s": median, "step_ci95_low_s": low, "step_ci95_high_s": high,
             "scaling_efficiency": eff, "efficiency_ci95_low": eff_low, "efficiency_ci95_high": eff_high,
             "loss_matches_single": (all(bool(m) for m in matches) if matches else None),
             "status": "ok" if len(good) == len(group) else worst_status(group["status"]),
             "global_batch": global_batch, "loss_max_rel_diff": float(diffs.max()) if len(diffs) else math.nan,
             "loss_tolerance": loss_tolerance(mode),
             "status_detail": details[0] if details else "",
+            "interval_over": interval_over if len(medians) else "",
+            "samples_per_s_per_rank": sps / n if n else math.nan,
+            "tokens_per_s": tokens, "tokens_per_s_per_rank": tokens / n if n else math.nan,
+            "images_per_s": images, "images_per_s_per_rank": images / n if n else math.nan,
+            "mfu_pct": mfu,
         })
     return pd.DataFrame(rows)
