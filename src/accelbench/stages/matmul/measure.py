@@ -294,7 +294,8 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
     row = {
         "dtype": dtype, "shape_name": shape_name, "m": shape.m, "n": shape.n, "k": shape.k, "flops": shape.flops,
         "threads": settings.threads, "allow_tf32": False,
-        "median_s": _nan(), "iqr_s": _nan(), "ci95_low_s": _nan(), "ci95_high_s": _nan(), "repeats": 0,
+        "median_s": _nan(), "iqr_s": _nan(), "ci95_low_s": _nan(), "ci95_high_s": _nan(), "ci_method": "",
+        "lag1_autocorr": _nan(), "repeats": 0,
         "blocks": 0, "input_sets": 0, "predicted_s": _nan(), "tflops": _nan(),
         "peak_tflops": peak_tflops if peak_tflops else _nan(), "peak_source": peak_source,
         "pct_of_peak": _nan(), "rel_error": _nan(), "rel_error_max": settings.rel_error_max.get(dtype, _nan()),
@@ -330,7 +331,8 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
 
     tflops = row["flops"] / stats.median_s / 1e12
     row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, repeats=stats.repeats, blocks=stats.blocks, input_sets=sets,
+               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
+               repeats=stats.repeats, blocks=stats.blocks, input_sets=sets,
                tflops=tflops, rel_error=rel_error,
                pct_of_peak=100 * tflops / peak_tflops if peak_tflops else _nan())
     flags, why = point_flags(tflops=tflops, peak_tflops=peak_tflops, rel_error=rel_error,
