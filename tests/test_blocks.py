@@ -56,7 +56,7 @@ def test_the_order_statistic_interval_of_the_median_under_covers_too():
     """What summarize gave before batch means: exact for exchangeable blocks, too narrow for correlated ones."""
     def order_ci(x):
         return (float(np.median(x)), *blocks.order_statistic_ci(x))
-    assert coverage(0.5, order_ci, seed=9) < 0.85
+    assert coverage(0.6, order_ci, seed=9) < 0.85  # ~82% at phi 0.5, ~78% at 0.6 (bench/within_run_coverage.py)
     assert coverage(0.0, order_ci, seed=10) >= 0.92
 
 

@@ -6,7 +6,8 @@ neighbour on the machine that comes and goes make neighbouring blocks alike. The
 block times measured on real runs here is 0.27-0.36 (issue 21). An interval that treats the blocks as
 independent (the order-statistic interval of the median, a t-interval over blocks) is then too narrow: for an
 AR(1) series with lag-1 correlation phi the variance of the mean is about (1 + phi) / (1 - phi) times what
-the independent formula says (3x at phi = 0.5; such an interval covers ~74% instead of 95%).
+the independent formula says (3x at phi = 0.5: the t-interval over blocks then covers ~74% instead of 95%, the
+order-statistic interval of the median 82-85%).
 
 **Non-overlapping batch means** (Schmeiser 1982, "Batch size effects in the analysis of simulation output",
 Operations Research 30(3):556-568; Law & Kelton, *Simulation Modeling and Analysis*, ch. 9.5.3; Alexopoulos &
@@ -26,9 +27,9 @@ batch medians. Centring on the whole-series median rather than on the mean of ba
 small-batch bias of a median of few values.
 
 **When there are too few values.** Batch means need batches of at least ``MIN_BATCH_SIZE`` (5) values, so at
-least ``MIN_BATCH_BLOCKS`` (50) in all: in a simulation of AR(1) series with phi = 0.35 (the measured value)
-the mean's 95% interval then covers 94% (n = 50) to 95% (n = 200); from 30 values (batches of 3) it covers
-92%, and 86% at phi = 0.5. Below 50 values the interval given is the order-statistic interval of the median
+least ``MIN_BATCH_BLOCKS`` (50) in all: in a simulation of AR(1) series with phi = 0.35 (the measured value;
+``bench/within_run_coverage.py``, docs/measurements.md) the median's 95% interval then covers 93% (n = 50 to
+200), the mean's 94-95%; from 30 values (batches of 3) 91-92%, and 89-90% at phi = 0.5. Below 50 values the interval given is the order-statistic interval of the median
 (``order_statistic_ci``), which assumes exchangeable values, and it is labelled ``descriptive``: it describes
 the spread of these values, not the uncertainty of their median.
 
