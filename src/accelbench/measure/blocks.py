@@ -29,7 +29,8 @@ small-batch bias of a median of few values.
 **When there are too few values.** Batch means need batches of at least ``MIN_BATCH_SIZE`` (5) values, so at
 least ``MIN_BATCH_BLOCKS`` (50) in all: in a simulation of AR(1) series with phi = 0.35 (the measured value;
 ``bench/within_run_coverage.py``, docs/measurements.md) the median's 95% interval then covers 93% (n = 50 to
-200), the mean's 94-95%; from 30 values (batches of 3) 91-92%, and 89-90% at phi = 0.5. Below 50 values the interval given is the order-statistic interval of the median
+200), the mean's 94-95%; from 30 values (batches of 3) 91-92%, and 89-90% at phi = 0.5. Below 50 values the
+interval given is the order-statistic interval of the median
 (``order_statistic_ci``), which assumes exchangeable values, and it is labelled ``descriptive``: it describes
 the spread of these values, not the uncertainty of their median.
 

@@ -445,7 +445,8 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     counted, analytic = step_flops(trial.workload, amp_cfg, batch, torch)
     return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
             "step_median_s": median_s, "step_iqr_s": iqr_s, "step_ci95_low_s": step_ci.low,
-            "step_ci95_high_s": step_ci.high, "step_ci_method": step_ci.method, "step_lag1_autocorr": step_ci.lag1_autocorr,
+            "step_ci95_high_s": step_ci.high, "step_ci_method": step_ci.method,
+            "step_lag1_autocorr": step_ci.lag1_autocorr,
             "samples_per_s": samples_per_s,
             "tokens_per_s": samples_per_s * per_example if trial.workload == "gpt" else math.nan,
             "images_per_s": samples_per_s if trial.workload == "resnet" else math.nan,

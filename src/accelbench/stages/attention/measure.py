@@ -300,7 +300,8 @@ def warmup_calls(call_s: float, warmup_s: float = WARMUP_S) -> int:
 def empty_row(p: Point, threads: int, rel_error_max: float) -> dict:
     nan = math.nan
     return {**p.columns(), "flops": p.flops, "threads": threads, "median_s": nan, "iqr_s": nan, "ci95_low_s": nan,
-            "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0, "tflops": nan, "peak_tflops": nan, "peak_source": "",
+            "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0, "tflops": nan,
+            "peak_tflops": nan, "peak_source": "",
             "pct_of_peak": nan, "peak_mem_bytes": None, "work_mem_bytes": None, "mem_kind": "", "rel_error": nan,
             "rel_error_max": rel_error_max, "status": "ok", "status_detail": "",
             "sdpa_backend": SDPA_BACKENDS[p.kernel],

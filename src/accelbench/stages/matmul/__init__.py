@@ -1,8 +1,9 @@
 """The matmul stage: a matrix-multiplication sweep over sizes x dtypes (and named shapes) on every device of a
 backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``)."""
 
-from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
-                        TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
+from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
+                        TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE,
+                        cols)
 from ...plugin import Compare, Figure, Headline, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
@@ -16,7 +17,8 @@ PLUGIN = Stage(
               cols(PROVENANCE, DEVICE, (
                   "dtype", "shape_name", "m", "n", "k", "flops", "threads", "allow_tf32", "median_s", "iqr_s",
                   "ci95_low_s", "ci95_high_s", *WITHIN_RUN_CI, "repeats", "tflops", "peak_tflops", "peak_source",
-                  "pct_of_peak", "rel_error", "rel_error_max", "status", "flags", "status_detail"), DEVICE_WARMUP, TELEMETRY,
+                  "pct_of_peak", "rel_error", "rel_error_max", "status", "flags", "status_detail"), DEVICE_WARMUP,
+                  TELEMETRY,
                   ("gflop_per_j",), THROTTLE, ("clock_ramp",)),
               extra=("blocks", "input_sets", "predicted_s", "torch_dtype", "fp8_fast_accum") + TELEMETRY_EXTRA,
               numeric=("m", "n", "k", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats",

@@ -14,7 +14,8 @@ PLUGIN = Stage(
               cols(PROVENANCE, DEVICE, (
                   "dtype", "m", "n", "k", "flops", "phase", "evaluation", "threads", "median_s", "iqr_s",
                   "ci95_low_s", "ci95_high_s", *WITHIN_RUN_CI, "repeats", "tflops", "tflops_ci95_low",
-                  "tflops_ci95_high", "peak_tflops", "pct_of_peak", "rel_error", "status", "best", "grid_points", "evaluated_shapes",
+                  "tflops_ci95_high", "peak_tflops", "pct_of_peak", "rel_error", "status", "best", "grid_points",
+                  "evaluated_shapes",
                   "search_s", "budget_s", "stop_reason", "status_detail"), DEVICE_WARMUP),
               extra=("method", "min_run_time_s", "allow_tf32", "blocks", "input_sets", "predicted_s", "flags",
                      "peak_source", "rel_error_max"),

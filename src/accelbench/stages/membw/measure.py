@@ -83,7 +83,8 @@ def bandwidth_row(kernel: str, size_bytes: int, stats: TimingStats, unstable_iqr
     rate = gbps(moved, stats.median_s)
     row = {"kernel": kernel, "size_bytes": size_bytes, "bytes_moved": moved, "median_s": stats.median_s,
            "iqr_s": stats.iqr_s, "ci95_low_s": stats.ci95_low_s, "ci95_high_s": stats.ci95_high_s,
-           "ci_method": stats.ci_method, "lag1_autocorr": stats.lag1_autocorr, "repeats": stats.repeats, "blocks": stats.blocks, "gbps": rate,
+           "ci_method": stats.ci_method, "lag1_autocorr": stats.lag1_autocorr, "repeats": stats.repeats,
+           "blocks": stats.blocks, "gbps": rate,
            "gbps_ci95_low": gbps(moved, stats.ci95_high_s), "gbps_ci95_high": gbps(moved, stats.ci95_low_s),
            "pct_of_peak": 100 * rate / peak_gbps if peak_gbps and kernel in ARRAYS else math.nan,
            "status": "ok", "status_detail": ""}

@@ -49,7 +49,8 @@ def membw_tables(tables, series) -> dict:
         points.append({"label": r["label"], "color": r["color"], "kernel": r["kernel"],
                        "size": ("" if r["size_bytes"] != r["size_bytes"] else
                                 f"{S.fmt_num(r['size_bytes'] / 2 ** 10)} KiB"),
-                       "gbps": S.fmt_num(r["gbps"]), "ci": within_run_ci(_tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]), r.get("ci_method")),
+                       "gbps": S.fmt_num(r["gbps"]),
+                       "ci": within_run_ci(_tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]), r.get("ci_method")),
                        "median": S.fmt_time(r["median_s"]), "status": str(r["status"])})
     return {"devices": devices, "points": points, "ci_note": WITHIN_RUN_CI_NOTE}
 
