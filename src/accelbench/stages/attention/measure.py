@@ -21,8 +21,8 @@ was right. What makes a number here trustworthy:
 - **Harness** (as matmul and membw): the device warmed in this process first (``device_warmup_*``); per
   point the check call, then untimed calls (at least 2, and ``WARMUP_S`` or ``min_run_time_s`` if that is
   shorter), then ``measure.timing.Measurer``: ``torch.utils.benchmark.Timer`` with the backend's synchronizing
-  timer, at least 6 blocks, the median with a distribution-free 95% interval over the blocks of this run (not
-  run-to-run variance); ``unstable`` when IQR/median > ``attention.unstable_iqr_ratio``. The raw per-block
+  timer, at least 6 blocks, the median with a 95% interval over the blocks of this run in time order (batch means
+  from 50 blocks, else descriptive: ``measure.blocks``; not run-to-run variance); ``unstable`` when IQR/median > ``attention.unstable_iqr_ratio``. The raw per-block
   times go to the samples Parquet. Inputs are not rotated out of the cache (FlashAttention's benchmark does
   not either): a small point's q, k and v may be read from the last-level cache.
 - **Forward+backward** (``forward_backward``): one call is the forward and ``torch.autograd.grad`` of the

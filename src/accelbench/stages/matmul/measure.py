@@ -10,7 +10,8 @@ was right. ``matmul.shapes`` adds one row per named (m, n, k): an (m x k) by (k 
   stability rule (``measure.stability.warm_device``), recorded in ``device_warmup_*``; each point then
   gets at least 2 untimed calls and ``WARMUP_S`` of them (its kernel selection, its clocks).
 - **Synchronized timing**: ``torch.utils.benchmark.Timer`` with ``Backend.synced_timer(device)``,
-  at least 6 blocks, median with a distribution-free 95% interval (see ``timing``).
+  at least 6 blocks, median with a within-run 95% interval (batch means from 50 blocks, else descriptive:
+  ``measure.blocks``; ``ci_method`` says which).
 - **Not from cache**: the timed statement cycles through several input pairs (A: m x k, B: k x n) that
   together span at least twice the last-level cache (CPU L3, GPU L2, MI300 Infinity Cache), bounded by
   40% of free memory, so small sizes are not measured with operands already on chip.

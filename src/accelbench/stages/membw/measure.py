@@ -18,7 +18,8 @@ the roofline (``reporting.roofline``) places every matmul point against *measure
   device synchronization, per call: the least time anything takes on this device from Python. The
   roofline calls a point ``launch_bound`` within a factor of it.
 - **Statistics**: ``measure.timing.Measurer`` (torch.utils.benchmark with the backend's synced timer, at
-  least 6 blocks, median with a distribution-free 95% interval); ``gbps`` = bytes / median / 10^9 and its
+  least 6 blocks, median with a within-run 95% interval: batch means from 50 blocks, else descriptive,
+  ``measure.blocks``); ``gbps`` = bytes / median / 10^9 and its
   interval from the time's; ``unstable`` when IQR/median > ``membw.unstable_iqr_ratio``.
 - **Peak**: ``Backend.peak_gbps`` (datasheet table ``backends.bandwidth``, or ``membw.peak_gbps``); a CPU
   is measured only. ``pct_of_peak`` where a peak is known.
