@@ -26,11 +26,12 @@ from pathlib import Path
 
 import torch
 
-from accelbench import backends
+from accelbench import backends, registry
 from accelbench.backends import BackendUnavailable
 from accelbench.measure.stability import warm_device
 from accelbench.measure.timing import Measurer
 from accelbench.run.config import with_defaults
+from accelbench.stages.matmul import PLUGIN as MATMUL
 from accelbench.stages.matmul.measure import Settings, TorchMatmul, measure_point, peak_safe
 
 ACCELERATOR_SIZES, ACCELERATOR_DTYPES = [8192], ["bfloat16", "float8_e4m3fn"]
@@ -76,11 +77,11 @@ def main() -> None:
     threads = torch.get_num_threads()
     info = backend.device_info(device)
     defaults = with_defaults({})
-    warm = warm_device(backend, device, defaults["warmup"])
+    warm = warm_device(backend, device, defaults[registry.WARMUP.config_key])
     print(f"KEY device {device}: {info.get('name')} (torch {torch.__version__}; {warm.describe(device)})", flush=True)
     settings = Settings(min_run_time_s=args.min_run_time, point_budget_s=args.point_budget_s,
                         unstable_iqr_ratio=0.1, rotate_inputs=True,
-                        rel_error_max=dict(defaults["matmul"]["rel_error_max"]), seed=0, threads=threads)
+                        rel_error_max=dict(defaults[MATMUL.config_key]["rel_error_max"]), seed=0, threads=threads)
     measurer = Measurer(backend.synced_timer(device), min_run_time_s=args.min_run_time, threads=threads)
     rows = []
     for dtype in dtypes:

@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_headline import pick_device  # noqa: E402
+from gpu_headline import pick_device
 
-from accelbench import backends  # noqa: E402
-from accelbench.measure import telemetry as tm  # noqa: E402
+from accelbench import backends
+from accelbench.measure import telemetry as tm
 
 
 def fmt(x, unit="", spec=".4g") -> str:

@@ -4,9 +4,9 @@ For every run folder under RESULTS (a folder with a run.json), and every per-run
 knows (``registry.TABLES``: stages added later are summarized without a change here):
 
 - ``<file>: N rows (ok 12, unsupported 1, ...)``, or, for a stage cut short, the points its checkpoint holds;
-- matmul: TFLOP/s and % of peak at the largest size of every (device, dtype);
-- amp: every mode's speedup over FP32 with its interval, the accuracy difference and the verdict;
-- transfer: the best bandwidth per direction and memory kind.
+- then the lines the table declares for it (``Table.gpu_summary``, in its stage's package): the matmul sweep's
+  TFLOP/s and % of peak at the largest size, the AMP speedups with their intervals and verdicts, the best
+  transfer bandwidths.
 
     python bench/gpu_summary.py /tmp/work/results
 """
@@ -52,26 +52,11 @@ def table_lines(run: Path) -> list[str]:
 
 
 def detail_lines(table: str, df: pd.DataFrame) -> list[str]:
-    if df.empty or "status" not in df or set(df["status"].astype(str)) <= {"absent"}:
+    """The table's own lines (``Table.gpu_summary``, declared in its stage's package), if it declares any."""
+    hook = registry.TABLES[table].gpu_summary
+    if hook is None or df.empty or "status" not in df or set(df["status"].astype(str)) <= {"absent"}:
         return []
-    if table == "matmul":
-        lines = []
-        for (device, dtype), g in df.groupby(["device", "dtype"], sort=False):
-            r = g.sort_values("n").iloc[-1]
-            used = f" ({r['torch_dtype']})" if "torch_dtype" in r and isinstance(r["torch_dtype"], str) else ""
-            lines.append(f"  matmul {device} {dtype}{used} n={int(r['n'])}: {_num(r['tflops'])} TFLOP/s, "
-                         f"{_num(r['pct_of_peak'], '.1f')}% of peak, {r['status']}")
-        return lines
-    if table == "amp_summary":
-        return [f"  amp {r['device']} {r['workload']} {r['mode']}: speedup {_num(r['speedup'], '.3g')} "
-                f"[{_num(r['speedup_ci95_low'], '.3g')}, {_num(r['speedup_ci95_high'], '.3g')}], "
-                f"acc diff {_num(r['acc_diff'], '+.3f')}: {r['verdict']}"
-                for _, r in df.iterrows() if str(r.get("mode")) != "fp32"]
-    if table == "transfer":
-        ok = df[df["status"].astype(str).isin(["ok", "unstable"])]
-        return [f"  transfer {device} {direction} {memory}: best {_num(g['gbps'].max(), '.3g')} GB/s"
-                for (device, direction, memory), g in ok.groupby(["device", "direction", "memory"])]
-    return []
+    return hook.load()(df, _num)
 
 
 def main() -> None:

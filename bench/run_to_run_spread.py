@@ -25,6 +25,7 @@ import pandas as pd
 
 from accelbench import registry
 from accelbench.run.config import check, config_hash, with_defaults
+from accelbench.stages.matmul import PLUGIN as MATMUL
 
 
 def main() -> None:
@@ -36,8 +37,9 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=10.0, help="matmul.point_budget_s")
     args = p.parse_args()
 
-    raw = {"run": "spread", "matmul": {"sizes": args.sizes, "dtypes": ["float32"], "tf32": False, "fp8": False,
-                                       "min_run_time_s": args.min_run_time, "point_budget_s": args.budget}}
+    sweep = {"sizes": args.sizes, "dtypes": ["float32"], "tf32": False, "fp8": False,
+             "min_run_time_s": args.min_run_time, "point_budget_s": args.budget}
+    raw = {"run": "spread", MATMUL.config_key: sweep}
     check(raw)
     cfg = with_defaults(raw)
     frames = []
@@ -47,11 +49,11 @@ def main() -> None:
                                         "git_commit": "bench", "accelbench_version": "bench"}))
         for r in range(args.runs):
             run_dir = Path(tmp) / f"run{r}"
-            subprocess.run([sys.executable, "-m", "accelbench", "matmul", "--run-file", str(run_file),
+            subprocess.run([sys.executable, "-m", "accelbench", MATMUL.name, "--run-file", str(run_file),
                             "--backend", "cpu", "--threads", str(args.threads), "--out-dir", str(run_dir),
                             "--checkpoint", str(Path(tmp) / f"ck_{r}.jsonl")],
                            check=True, stdout=subprocess.DEVNULL)
-            out = run_dir / registry.TABLES["matmul"].filename("cpu")
+            out = run_dir / registry.TABLES[MATMUL.tables[0].name].filename("cpu")  # its sweep
             df = pd.read_csv(out)
             df["run"] = r
             frames.append(df)

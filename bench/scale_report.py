@@ -27,12 +27,13 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the checkout's package, installed or not
 
 import pandas as pd
 
 from accelbench import registry
+
+REPO = Path(__file__).resolve().parents[1]
 
 STEP_AT = 0.6  # the fraction of copies before the planted step
 STEP = 1.12

@@ -42,6 +42,7 @@ from accelbench import backends
 from accelbench.measure import shape_search
 from accelbench.measure.timing import Measurer
 from accelbench.run.config import with_defaults
+from accelbench.stages.matmul import PLUGIN as MATMUL
 from accelbench.stages.matmul.measure import Settings, Shape, TorchMatmul, measure_point, peak_safe
 from accelbench.stages.matmul_search.measure import search_device_dtype
 
@@ -62,7 +63,7 @@ class FakeKernels:
     by its predicted cost, so the budget logic is exercised too."""
 
     def __init__(self, model: shape_search.QuantizedGemmModel):
-        from accelbench.measure.timing import summarize  # noqa: PLC0415 (only the fake needs it)
+        from accelbench.measure.timing import summarize  # lazy: only the fake needs it
 
         self.model, self.summarize, self.now = model, summarize, 0.0
 
@@ -73,7 +74,7 @@ class FakeKernels:
         return None
 
     def mode(self, dtype):
-        import contextlib  # noqa: PLC0415 (only the fake needs it)
+        import contextlib  # lazy: only the fake needs it
 
         return contextlib.nullcontext()
 
@@ -126,10 +127,10 @@ def main() -> None:
     args = p.parse_args()
 
     axis = {"min": args.min, "max": args.max, "step": args.step}
-    cfg = with_defaults({"matmul": {"min_run_time_s": args.confirm_run_time, "search": {
+    cfg = with_defaults({MATMUL.config_key: {"min_run_time_s": args.confirm_run_time, "search": {
         "enabled": True, "dtypes": [args.dtype], "m": axis, "n": axis, "k": axis, "budget_s": args.budget_s,
         "min_run_time_s": args.min_run_time, "confirm": args.confirm}}})
-    search_cfg = cfg["matmul"]["search"]
+    search_cfg = cfg[MATMUL.config_key]["search"]
     space = shape_search.Space.from_config(search_cfg)
     settings = Settings.from_config(cfg, args.threads)
     if args.fake:

@@ -17,7 +17,7 @@ ROOT=$PWD
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm,docs]'
+.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm,kubernetes,docs]'
 export PATH="$ROOT/.venv/bin:$PATH"
 
 # 2. System tools for the real-tool tests: Podman (containers), SLURM (cluster), Chromium (report)

@@ -224,7 +224,7 @@ def test_every_stage_plugin_is_declared_light_and_collected():
         module = importlib.import_module(name)
         assert isinstance(module.PLUGIN, plugin.Stage), name
         deps = imports_of(MODULES[name])
-        assert deps <= light | {p for p in registry.PLUGINS}, (name, deps - light)
+        assert deps <= light | set(registry.PLUGINS), (name, deps - light)
         stage = registry.STAGES[module.PLUGIN.name]
         assert [t.name for t in module.PLUGIN.tables] == list(stage.tables)
         assert all(registry.TABLES[t.name].stage == stage.name for t in module.PLUGIN.tables)
@@ -234,6 +234,21 @@ def test_every_stage_plugin_is_declared_light_and_collected():
             assert (PKG.parent / name.replace(".", "/") / s.template).is_file(), (name, s.template)
     orders = [s.order for s in registry.SECTIONS.values()]
     assert orders == sorted(orders) and len(set(orders)) == len(orders)
+
+
+def test_declared_roles_live_in_their_stage_package():
+    """A table's GPU-check summary lines (Table.gpu_summary) and its comparison sweep (Compare.sweep) are declared
+    by its stage: the hook is in the stage's own package and loads, the sweep's column is one of the table's."""
+    hooks = {n: t.gpu_summary for n, t in registry.TABLES.items() if t.gpu_summary}
+    assert len(hooks) >= 3  # matmul, amp_summary, transfer
+    for name, hook in hooks.items():
+        package = registry.STAGES[registry.TABLES[name].stage].module.rpartition(".")[0]
+        assert hook.module.startswith(package + "."), (name, hook.target)
+        assert callable(hook.load()), name
+    sweeps = {n: t for n, t in registry.TABLES.items() if t.compare and t.compare.sweep}
+    assert sweeps
+    for name, t in sweeps.items():
+        assert t.compare.sweep.x in t.identity and t.compare.sweep.panel in (None, *t.identity), name
 
 
 def test_compare_covers_every_table_that_declares_it():
@@ -252,14 +267,9 @@ def test_compare_covers_every_table_that_declares_it():
 CROSS_STAGE_READERS = {
     "src/accelbench/registry.py": "the core figures over several stages (telemetry, roofline) and PLUGINS",
     "src/accelbench/reporting/html.py": "the comparison section's AMP rows (accelbench compare)",
-    "src/accelbench/reporting/plots.py": "the comparison figure's matmul panels (accelbench compare)",
     "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
     "workflow/rules/compare.smk": "the AMP comparison file",
     "bench/compare_power.py": "a benchmark of the matmul stage",
-    "bench/run_to_run_spread.py": "a benchmark of the matmul stage",
-    "bench/gpu_summary.py": "the GPU check's summary",
-    "bench/search_quality.py": "a benchmark of the shape search",
-    "bench/gpu_headline.py": "a benchmark of the matmul stage",
 }
 # a plug-in may read another's config or tables it is built on (these edges are declared here, in one place)
 PLUGIN_USES = {"accelbench.stages.matmul_search": {"matmul"}, "accelbench.stages.scaling": {"amp"},
@@ -277,7 +287,8 @@ def stage_and_table_names() -> dict[str, str]:
 
 
 def name_offenders(files, names: dict[str, str], allowed=CROSS_STAGE_READERS, root: Path = REPO) -> list[str]:
-    pattern = re.compile(r"""(?<![\w.])["'](%s)["']""" % "|".join(sorted(map(re.escape, names), key=len, reverse=True)))
+    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    pattern = re.compile(rf"""(?<![\w.])["']({alternatives})["']""")
     out = []
     for path in files:
         rel = str(path.relative_to(root))
@@ -300,7 +311,7 @@ def test_no_stage_or_table_name_outside_its_own_package():
     """A stage is one plug-in: its name and its tables' names appear in its own package (and its tests), not in
     the rules, the profiles, the reporting or another stage (scan: src, workflow, Snakefile, profiles, bench)."""
     files = sorted([*PKG.rglob("*.py"), *PKG.rglob("*.j2"), *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile",
-                    *(REPO / "profiles").rglob("*.yaml"), *(REPO / "bench").rglob("*")])
+                    *(REPO / "profiles").rglob("*"), *(REPO / "bench").rglob("*")])
     names = stage_and_table_names()
     assert {"membw", "amp_trials", "matmul_search"} <= set(names)
     offenders = name_offenders(files, names)

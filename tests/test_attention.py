@@ -17,16 +17,15 @@ import pandas as pd
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-PKG_DIR = ROOT / "src" / "accelbench" / "stages" / "attention"
-
-
 from accelbench import backends, registry
 from accelbench.measure.timing import summarize
 from accelbench.stages import attention
 from accelbench.stages.attention import measure as att
 from accelbench.stages.attention import references as refs
 from accelbench.stages.attention.measure import Point, attention_flops
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG_DIR = ROOT / "src" / "accelbench" / "stages" / "attention"
 
 PLUGIN = attention.PLUGIN
 TABLE = PLUGIN.tables[0]

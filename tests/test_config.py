@@ -227,7 +227,7 @@ def test_every_free_map_constrains_its_keys():
 def test_every_number_rejects_wrong_type_and_nonfinite():
     numbers = [(p, s) for p, s in schema_nodes() if s.get("type") in ("integer", "number")]
     assert len(numbers) >= 20
-    for path, sub in numbers:
+    for path, _ in numbers:
         for bad in ("1", None, [1], float("nan"), float("inf")):
             message = one_error(nested(path, bad))
             assert message.startswith(key_text(path) + ":"), message

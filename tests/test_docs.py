@@ -104,7 +104,7 @@ def test_columns_page_lists_every_documented_and_extra_column():
 
 def test_config_page_lists_every_schema_key_with_its_default():
     text = (REPO / docs.CONFIG_PAGE).read_text()
-    rows = {key: cells for key, cells in re.findall(r"^\| `([\w.]+)` \|(.*)$", text, re.MULTILINE)}
+    rows = dict(re.findall(r"^\| `([\w.]+)` \|(.*)$", text, re.MULTILINE))
     schema = cfg.load_schema()
 
     def walk(node, prefix=""):

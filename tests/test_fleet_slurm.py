@@ -216,8 +216,8 @@ def test_a_killed_nodes_rank_ends_the_world_and_leaves_no_process(fleet_cluster,
     env = fleet_cluster
     # thousands of steps: the world is still training when its rank is killed (a tiny config finishes in < 1 s)
     run = scaling_run(env, tmp_path, timeout_s=120, steps=5000)
-    log = open(tmp_path / "stage.log", "w")
-    stage = subprocess.Popen(scaling_argv(run, tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(tmp_path / "stage.log", "w") as log:  # the stage holds its own copy of the file
+        stage = subprocess.Popen(scaling_argv(run, tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
     pid_file = tmp_path / "work" / "scaling_cpu" / "ws2" / "rank1.pid"
     deadline = time.monotonic() + 180
     while not pid_file.exists() and time.monotonic() < deadline and stage.poll() is None:

@@ -72,7 +72,7 @@ def fake_torch_xla(devices=("xla:0", "xla:1"), own=0, api="backends", precision=
 
     x = types.SimpleNamespace(__version__="2.8.0", devices=lambda: list(devices), device=lambda: devices[own],
                               sync=lambda: calls.append("sync"), calls=calls, state=state)
-    get_precision = lambda: state["precision"]  # noqa: E731
+    get_precision = lambda: state["precision"]
     if api == "backends":
         x.backends = types.SimpleNamespace(set_mat_mul_precision=set_precision, get_mat_mul_precision=get_precision)
     elif api == "xlac":

@@ -538,7 +538,7 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys, small_llc):
     assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck),
                    "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(out, keep_default_na=False, na_values=[""])
-    assert set(list(registry.TABLES["matmul"].columns)) <= set(df.columns)
+    assert set(registry.TABLES["matmul"].columns) <= set(df.columns)
     assert list(df.columns[: len(list(registry.TABLES["matmul"].columns))]) == list(registry.TABLES["matmul"].columns)
     assert len(df) == 2 * 3  # float32, bfloat16, float8_e4m3fn (fp8: true) x 2 sizes
     assert set(df["status"]) <= set(registry.TABLES["matmul"].statuses)

@@ -127,3 +127,43 @@ def test_number_formats():
     assert S.fmt_time(2.59e-5) == "25.9 µs" and S.fmt_time(0.00279) == "2.79 ms" and S.fmt_time(12.0) == "12.0 s"
     assert S.short_device_name("AMD EPYC 7V13 64-Core Processor") == "EPYC 7V13"
     assert S.short_device_name("NVIDIA H100 80GB HBM3") == "H100 80GB HBM3"
+
+
+def _compared_point(table, verdict="same", **identity):
+    return {"table": table, "backend": "cpu", "device": "cpu", "match": "both", "speed_change_pct": 3.0,
+            "speed_change_ci95_low_pct": 1.0, "speed_change_ci95_high_pct": 5.0, "verdict": verdict,
+            "label": f"{table} cpu", **identity}
+
+
+def test_comparison_figure_draws_from_the_tables_sweep_declarations(monkeypatch):
+    """The panels come from Compare.sweep: the matmul sweep one panel per dtype against n; the points of tables
+    without a sweep share one panel titled by their stages' sections; a sweep planted on another table gets its own
+    panels (the figure names no table)."""
+    import dataclasses
+
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from accelbench import registry
+    from accelbench.plugin import Sweep
+    from accelbench.reporting.plots import fig_comparison
+
+    points = pd.DataFrame([
+        _compared_point("matmul", dtype="float32", n=256), _compared_point("matmul", dtype="float32", n=512),
+        _compared_point("matmul", "slower", dtype="bfloat16", n=512), _compared_point("warmup", n=64),
+        _compared_point("amp_trials"), _compared_point("membw", kernel="triad", size_bytes=2 ** 20),
+    ])
+    fig = fig_comparison(plt, sns, points, "a", "b", 0.05)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["matmul FP32", "matmul BF16", "Warm-up, AMP, Memory"], titles
+    assert [ax.get_xlabel() for ax in fig.axes if ax.get_title()][0] == "matrix size n"
+    plt.close(fig)
+
+    membw = registry.TABLES["membw"]
+    planted = dataclasses.replace(membw, compare=dataclasses.replace(
+        membw.compare, sweep=Sweep("size_bytes", "array bytes", panel="kernel")))
+    monkeypatch.setitem(registry.TABLES, "membw", planted)
+    fig = fig_comparison(plt, sns, points, "a", "b", 0.05)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["matmul FP32", "matmul BF16", "membw triad", "Warm-up, AMP"], titles
+    plt.close(fig)

@@ -92,7 +92,7 @@ def snakemake_options() -> set[str]:
 
 
 # executor plugins whose options the example profiles use but which are not installed here
-OTHER_PLUGIN_PREFIXES = ("lsf-", "htcondor-", "kubernetes-", "cluster-generic-")
+OTHER_PLUGIN_PREFIXES = ("lsf-", "htcondor-", "cluster-generic-")
 
 
 @pytest.mark.parametrize("name", sorted(p.parent.name for p in PROFILES.glob("*/config.yaml")))
@@ -119,6 +119,47 @@ def test_slurm_profile_uses_the_installed_plugin_options():
     for rule in profile.get("set-resources", {}):
         assert rule in ALL_RULES, f"set-resources names no rule of the workflow: {rule}"
     assert "gpu" not in profile.get("default-resources", {}), "a default GPU would reach CPU stages"
+
+
+def test_kubernetes_profile_uses_the_installed_plugin_options():
+    import snakemake_executor_plugin_kubernetes as plugin
+
+    settings = {"kubernetes-" + f.name.replace("_", "-") for f in dataclasses.fields(plugin.ExecutorSettings)}
+    profile = load_profile("kubernetes")
+    assert profile["executor"] == "kubernetes"
+    keys = {k for k in profile if k.startswith("kubernetes-")}
+    assert keys and keys <= settings, keys - settings
+    assert "gpu" not in profile.get("default-resources", {}), "the plugin makes any job with a gpu resource a GPU pod"
+
+
+@pytest.fixture(scope="module")
+def kubernetes_jobs(tmp_path_factory):
+    """The whole pipeline planned through the Kubernetes executor (a dry run: no cluster), CPU and CUDA."""
+    return dry_run(tmp_path_factory.mktemp("dry-k8s"), "kubernetes", backends=["cpu", "cuda"])
+
+
+def test_kubernetes_dry_run_asks_for_gpu_pods_only_for_gpu_jobs(kubernetes_jobs):
+    """Through the storage provider (fs on a shared volume), every stage is planned; the plugin turns a job's
+    gpu resource into a GPU request of gpu_manufacturer's kind, so exactly the CUDA benchmarks (and detect,
+    which sees every device) carry one, CPU benchmarks none."""
+    from accelbench import backends
+
+    seen = set()
+    for job in kubernetes_jobs:
+        res = job["resources"]
+        if job["rule"] == "detect":
+            assert res.get("gpu") == 1, job
+            continue
+        if job["rule"] not in BENCH_RULES:
+            assert "gpu" not in res and "gpu_manufacturer" not in res, job
+            continue
+        seen.add(job["backend"])
+        if job["backend"] == "cuda":
+            assert res.get("gpu") == 1 and res["gpu_manufacturer"] == backends.CLASSES["cuda"].gpu_manufacturer, job
+        else:
+            assert "gpu" not in res and "gpu_manufacturer" not in res, job
+        assert int(res["mem_mb"]) > 0 and int(res["runtime"]) > 0, job
+    assert seen == {"cpu", "cuda"}
 
 
 def test_local_profile_keeps_benchmarks_apart():

@@ -151,7 +151,7 @@ def test_every_row_of_every_stage_carries_provenance(run_dir):
     # any other CSV a stage adds later must carry them too
     for path in run.glob("*.csv"):
         header = pd.read_csv(path, nrows=0).columns
-        assert set(list(registry.PROVENANCE)) <= set(header), path.name
+        assert set(registry.PROVENANCE) <= set(header), path.name
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ def test_planted_throttling_is_a_warning_in_the_summary(fixtures):
     mm = raw_table(built["results"], "matmul_*.csv")
     trials = raw_table(built["results"], "amp_*_trials.csv")
     cuda = mm[mm["device"] == "cuda:0"]
-    throttled = cuda[cuda["throttled"].map(S.as_bool) == True]  # noqa: E712
+    throttled = cuda[cuda["throttled"].map(S.as_bool).eq(True)]
     assert len(throttled) == 2 and set(throttled["throttle_reasons"]) == {"hw_thermal"}
     (w,) = [w for w in warnings if w["attrs"]["data-device"] == "cuda:0"]
     assert w["attrs"]["data-run"] == "gpu-node-h100" and "bad" in w["attrs"]["class"]
@@ -80,7 +80,7 @@ def test_soak_boost_against_sustained(fixtures):
               and "FP8" in e["text"]]
     soak = raw_table(built["results"], "matmul_soak_*.csv")
     ok = soak[soak["status"] == "ok"].sort_values("interval")
-    settled = ok[ok["clock_settled"].map(S.as_bool) == True]  # noqa: E712
+    settled = ok[ok["clock_settled"].map(S.as_bool).eq(True)]
     assert S.fmt_num(ok["tflops"].iloc[0]) in row["text"] and S.fmt_num(settled["tflops"].median()) in row["text"]
     assert "6.00 s" in row["text"]  # settled from the 7th one-second interval on
     summary = S.soak_summary(load_tables(built["aggregate"])["matmul_soak"])

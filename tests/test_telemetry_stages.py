@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -306,8 +307,8 @@ def test_cli_absent_backend_writes_absent_soak_and_series(tmp_path):
 
 def test_cli_telemetry_off(tmp_path, small_llc):  # noqa: F811 (the fixture)
     path = tmp_path / "run.json"
-    info = json.loads(open(write_run(tmp_path, {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02,
-                                                "fp8": False})).read())
+    info = json.loads(Path(write_run(tmp_path, {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02,
+                                                "fp8": False})).read_text())
     info["config"]["telemetry"]["hz"] = 0
     path.write_text(json.dumps(info))
     assert run_cli("--run-file", str(path), "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0

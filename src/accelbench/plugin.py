@@ -36,6 +36,17 @@ class Hook:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """How the comparison figure (``accelbench compare``) draws a table's compared points: against the identity
+    column ``x`` (a log2 axis labelled ``label``), one panel per value of ``panel`` (titled with the table's name and
+    the value). The points of a table without one share a panel, one labelled row each."""
+
+    x: str
+    label: str
+    panel: str | None = None
+
+
+@dataclass(frozen=True)
 class Compare:
     """What ``accelbench compare`` (and history) matches on for a table: its point identity is the table's
     ``identity``; ``median`` the column with the point's time (lower is better when ``lower_is_better``)."""
@@ -45,6 +56,7 @@ class Compare:
     ci: tuple[str, str] | None = None
     last_of: str | None = None  # one point per device: its last row by this column (the warm-up's warm call)
     fixed: dict = field(default_factory=dict)  # provenance values the stage always has (transfer: threads 1)
+    sweep: Sweep | None = None  # its points in the comparison figure: against a column, a panel per value
 
 
 @dataclass(frozen=True)
@@ -146,6 +158,9 @@ class Table:
     telemetry_series: bool = False  # its rows are the sampler's readings (the telemetry figure's lines)
     reports_threads: bool = False  # its threads column is the run's thread count (the runs table shows it)
     headlines: tuple[Headline, ...] = ()  # its one-number-per-device figures (the fleet check reads them)
+    # its lines in the GPU check's summary (bench/gpu_summary.py, after the file's row count): lines(df, num) -> [str],
+    # ``num(x, fmt=".4g")`` formats a number ("nan", "?" where not one); df is one run's file, not all absent
+    gpu_summary: Hook | None = None
     stage: str = ""
 
     def expected_from(self, config: dict | None) -> bool:

@@ -75,7 +75,11 @@ rule report:
     input:
         manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",
         plots=[f"{PLOTS_DIR}/{name}.png" for name in registry.FIGURES],
-        captions=[os.path.join(workflow.basedir, registry.CAPTIONS_DIR, f.caption) for f in registry.FIGURES.values()],
+        # local(): part of the workflow, not of the results (with a storage provider, e.g. on Kubernetes, these
+        # are read where the workflow is deployed, never looked up in the storage)
+        captions=[
+            local(os.path.join(workflow.basedir, registry.CAPTIONS_DIR, f.caption)) for f in registry.FIGURES.values()
+        ],
         comparison=COMPARE_OUTPUTS,  # empty unless compare_to is set (compare.smk)
     output:
         report(REPORT_HTML, caption="../report/report.rst", category="Report"),

@@ -116,7 +116,7 @@ class Backend:
     @property
     def torch(self):
         if self._torch is None:
-            import torch  # noqa: PLC0415 (deliberately lazy: the registry of names must import without torch)
+            import torch  # deliberately lazy: the registry of names must import without torch
 
             self._torch = torch
         return self._torch

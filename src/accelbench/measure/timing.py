@@ -56,7 +56,7 @@ class TimingStats:
     calls_per_block: int
     total_s: float  # time spent in the timed blocks
     samples_s: tuple[float, ...] = ()  # per-call time of each block, in the order measured
-    ci_method: str = blocks.DESCRIPTIVE  # batch_means, or descriptive (too few blocks: the blocks taken as exchangeable)
+    ci_method: str = blocks.DESCRIPTIVE  # batch_means, or descriptive (too few blocks, taken as exchangeable)
     lag1_autocorr: float = math.nan  # lag-1 autocorrelation of the log block times, in the order measured
 
     @property

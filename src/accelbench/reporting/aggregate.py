@@ -356,7 +356,7 @@ def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = N
             frames[table].append(df)
             if "threads" in df.columns and "backend" in df.columns and registry.TABLES[table].reports_threads:
                 for b, t in df.groupby("backend")["threads"]:
-                    vals = sorted(set(int(x) for x in t.dropna()))
+                    vals = sorted({int(x) for x in t.dropna()})
                     if vals:
                         threads[b] = "/".join(map(str, vals))
         check_sample_files(run_dir, config, problems, run_id)

@@ -34,7 +34,7 @@ def headline_series(history: pd.DataFrame, limit: int = HEADLINE_MAX) -> list[st
     order = {name: i for i, name in enumerate(registry.TABLES)}
     rows = []
     for key, g in history.groupby("series", sort=False):
-        steps = g.loc[g["change_point"].map(S.as_bool) == True, "step_pct"]
+        steps = g.loc[g["change_point"].map(S.as_bool).eq(True), "step_pct"]
         last = abs(float(steps.iloc[-1])) if len(steps) else 0.0
         rows.append((0 if len(steps) else 1, -last, order.get(g["table"].iloc[0], 99), str(g["label"].iloc[0]), key,
                      g["table"].iloc[0]))
@@ -61,7 +61,7 @@ def history_context(tables, series, ctx) -> dict:
     rows = []
     for key in headline_series(h):
         g = h[h["series"] == key].sort_values("run_index")
-        cps = g[g["change_point"].map(S.as_bool) == True]
+        cps = g[g["change_point"].map(S.as_bool).eq(True)]
         last = g.iloc[-1]
         rows.append({"label": last["label"], "host": last["host"], "device_name": last["device_name"],
                      "runs": int(g["run_index"].max()) + 1, "shown": len(g),
@@ -103,12 +103,12 @@ def fig_history(plt, sns, tables, series):
             sx = seg["run_index"].to_numpy(int) + 1
             ax.hlines(float(seg["segment_median_s"].iloc[0]) * 1e3, sx.min() - 0.4, sx.max() + 0.4,
                       color="#222222", lw=2, alpha=0.7)
-        for _, cp in g[g["change_point"].map(S.as_bool) == True].iterrows():
+        for _, cp in g[g["change_point"].map(S.as_bool).eq(True)].iterrows():
             color = "#c0392b" if (cp["step_pct"] > 0) == bool(S.as_bool(cp["lower_is_better"])) else "#1e8449"
             ax.axvline(int(cp["run_index"]) + 0.5, color=color, ls="--", lw=1.2)
             ax.annotate(f"{float(cp['step_pct']):+.0f}%", (int(cp["run_index"]) + 0.6, ax.get_ylim()[1]),
                         va="top", fontsize=8, color=color)
-        focus = g[g["in_focus"].map(S.as_bool) == True]
+        focus = g[g["in_focus"].map(S.as_bool).eq(True)]
         if len(focus):
             ax.scatter(focus["run_index"].to_numpy(int) + 1, focus["median_s"].to_numpy(float) * 1e3, s=28,
                        facecolors="none", edgecolors="#dd8452", zorder=3, label="in focus")

@@ -38,18 +38,18 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg", force=True)  # before pyplot: files only, never a window
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from .. import columns, registry  # noqa: E402
-from ..run.io import atomic_file  # noqa: E402
-from . import roofline as R  # noqa: E402
-from . import tables as S  # noqa: E402
+from .. import columns, registry
+from ..run.io import atomic_file
+from . import roofline as R
+from . import tables as S
 
 FIGURES = list(registry.FIGURES)
 TABLE_NAMES = list(registry.TABLES)
@@ -105,7 +105,7 @@ def _plain_log_y(ax):
 
 
 def _log2_axis(ax, values, label_fn=_size_label):
-    values = sorted(set(float(v) for v in values if v == v and v > 0))
+    values = sorted({float(v) for v in values if v == v and v > 0})
     ax.set_xscale("log", base=2)
     if values:
         ax.set_xticks(values)
@@ -312,17 +312,31 @@ DEVICE_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str, min_effect: float):
-    """Speed change of every matched point with its 95% interval, coloured by verdict: matmul per dtype against n
-    (one marker per device), the other points (warm-up, transfer, AMP trials) as one labelled row each; the band
-    is +-min_effect."""
+    """Speed change of every matched point with its 95% interval, coloured by verdict: the points of a table that
+    declares a sweep (``Compare.sweep``: the matmul sweep, per dtype against n) against its column, one marker per
+    device, a panel per value of its panel column; the other points (warm-up, transfer, AMP trials, ...) as one
+    labelled row each; the band is +-min_effect."""
     title = f"{candidate} against {baseline}: speed change per point (95% interval; band: ±{100 * min_effect:g}%)"
     pts = points[(points["match"] == "both") & points["speed_change_pct"].notna()] if len(points) else points
     if pts is None or pts.empty:
         return _message(plt, title, "No matched point has a ratio to show.")
-    mm = pts[(pts["table"] == "matmul") & pts["n"].notna()] if "n" in pts.columns else pts.iloc[0:0]
-    other = pts.drop(index=mm.index)
-    dtypes = S.dtype_sorted(mm["dtype"]) if len(mm) else []
-    panels = len(dtypes) + (1 if len(other) else 0)
+    sweeps = {name: t.compare.sweep for name, t in registry.TABLES.items() if t.compare and t.compare.sweep}
+    swept = pd.Series(False, index=pts.index)
+    for name, sweep in sweeps.items():
+        if sweep.x in pts.columns:
+            swept |= (pts["table"] == name) & pts[sweep.x].notna()
+    other = pts[~swept]
+    # one panel per swept table and value of its panel column: (table, sweep, value, its rows)
+    sweep_panels = []
+    for name, sweep in sweeps.items():
+        rows = pts[swept & (pts["table"] == name)]
+        if not len(rows):
+            continue
+        if sweep.panel and sweep.panel in rows.columns:
+            sweep_panels += [(name, sweep, v, rows[rows[sweep.panel] == v]) for v in S.dtype_sorted(rows[sweep.panel])]
+        else:
+            sweep_panels.append((name, sweep, None, rows))
+    panels = len(sweep_panels) + (1 if len(other) else 0)
     fig, axes = _grid(plt, panels, ncols=min(3, panels), panel_w=4.6, panel_h=3.4 if not len(other) else
                       max(3.4, 0.28 * len(other) + 1.2))
     devices = list(dict.fromkeys(pts["device"].astype(str)))
@@ -334,20 +348,20 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
                                                   "speed_change_ci95_high_pct"))
         err = [[max(0.0, y - lo)] if lo == lo else [0.0], [max(0.0, hi - y)] if hi == hi else [0.0]]
         color = VERDICT_COLORS.get(row["verdict"], "#333333")
-        kw = dict(fmt=marker[str(row["device"])], color=color, ms=6, capsize=3, lw=1.6)
+        kw = {"fmt": marker[str(row["device"])], "color": color, "ms": 6, "capsize": 3, "lw": 1.6}
         (ax.errorbar(y, x, xerr=err, **kw) if horizontal else ax.errorbar(x, y, yerr=err, **kw))
 
-    for ax, dtype in zip(axes, dtypes):
-        d = mm[mm["dtype"] == dtype].sort_values("n")
-        for i, (_, row) in enumerate(d.iterrows()):
+    for ax, (name, sweep, value, d) in zip(axes, sweep_panels):
+        d = d.sort_values(sweep.x)
+        for _, row in d.iterrows():
             shift = 1.0 + 0.04 * (devices.index(str(row["device"])) - (len(devices) - 1) / 2)
-            draw(ax, float(row["n"]) * shift, row)
+            draw(ax, float(row[sweep.x]) * shift, row)
         ax.axhspan(1 - min_effect, 1 + min_effect, color="#dddddd", alpha=0.6, lw=0)
         ax.axhline(1, color="#444444", lw=1)
         _change_axis(ax, "y", d)
-        _log2_axis(ax, d["n"])
-        ax.set_title(f"matmul {S.DTYPE_LABEL.get(dtype, dtype)}")
-        ax.set_xlabel("matrix size n")
+        _log2_axis(ax, d[sweep.x])
+        ax.set_title(name if value is None else f"{name} {S.DTYPE_LABEL.get(value, value)}")
+        ax.set_xlabel(sweep.label)
         ax.set_ylabel("speed change (− = slower; log scale)")
     if len(other):
         ax = axes[-1]
@@ -361,7 +375,7 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels([textwrap.shorten(lab, 44) for lab in labels], fontsize=7.5)
         ax.invert_yaxis()
-        ax.set_title("warm-up, transfer, AMP trials")
+        ax.set_title(textwrap.shorten(", ".join(dict.fromkeys(map(_stage_title, other["table"].astype(str)))), 52))
         ax.set_xlabel("speed change (− = slower; log scale)")
     handles = [Line2D([0], [0], ls="", marker="o", color=c) for c in VERDICT_COLORS.values()]
     labels = list(VERDICT_COLORS)
@@ -372,6 +386,13 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=10)
     _finish(fig, (len(labels) + 5) // 6)
     return fig
+
+
+def _stage_title(table: str) -> str:
+    """A table's stage as the report titles it (its section of the stage's name: Warm-up, Transfer, AMP)."""
+    stage = registry.TABLES[table].stage if table in registry.TABLES else table
+    section = registry.SECTIONS.get(stage)
+    return section.title if section else stage
 
 
 CHANGE_TICKS_PCT = (-99, -90, -75, -50, -25, -10, -5, -2, 0, 2, 5, 10, 25, 50, 100, 300, 1000, 1e4, 1e5, 1e6)

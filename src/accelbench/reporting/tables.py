@@ -333,7 +333,7 @@ def throttle_warnings(tables: dict) -> pd.DataFrame:
     out = []
     for (run_id, device), g in w.groupby(["run_id", "device"], sort=True):
         known = g[g["throttled"].notna()]
-        hit = known[known["throttled"] == True]  # noqa: E712 (tri-state column: True, False, None)
+        hit = known[known["throttled"].eq(True)]  # tri-state column: True, False, None
         if hit.empty:
             continue
         reasons = sorted({r for text in hit["throttle_reasons"].dropna().astype(str) for r in text.split(";") if r})
@@ -356,7 +356,7 @@ def clock_ramp_counts(tables: dict) -> pd.DataFrame:
     many = {d.kind: d.many for d in window_kinds().values()}
     out = []
     for (run_id, device), g in df.groupby(["run_id", "device"], sort=True):
-        out.append({"run_id": run_id, "device": device, "ramp": int((g["clock_ramp"] == True).sum()),  # noqa: E712
+        out.append({"run_id": run_id, "device": device, "ramp": int(g["clock_ramp"].eq(True).sum()),  # tri-state column
                     "known": len(g), "what": ", ".join(many[k] for k in dict.fromkeys(g["kind"]))})
     return pd.DataFrame(out, columns=cols)
 
@@ -405,7 +405,7 @@ def sensor_notes(devices: pd.DataFrame) -> list[dict]:
 
 def settled_at(intervals: pd.DataFrame, settled: pd.Series) -> float:
     """Seconds into a soak at which its first settled interval began (NaN when none settled)."""
-    first = intervals[settled == True]  # noqa: E712 (tri-state column)
+    first = intervals[settled.eq(True)]  # tri-state column
     if first.empty:
         return float("nan")
     return float(_num(first, "t_s").iloc[0] - _num(first, "interval_s").iloc[0])
@@ -425,7 +425,7 @@ def soak_summary(soak: pd.DataFrame) -> pd.DataFrame:
     for (run_id, device), g in ok.groupby([ok["run_id"].astype(str), ok["device"].astype(str)], sort=True):
         g = g.sort_values("interval")
         settled = g["clock_settled"].map(as_bool) if "clock_settled" in g.columns else pd.Series(None, index=g.index)
-        steady = g[settled == True] if (settled == True).any() else g.iloc[len(g) // 2:]  # noqa: E712
+        steady = g[settled.eq(True)] if settled.eq(True).any() else g.iloc[len(g) // 2:]  # tri-state column
         first = g.iloc[0]
         reasons = sorted({r for text in g["throttle_reasons"].dropna().astype(str) for r in text.split(";") if r})
         throttled = g["throttled"].map(as_bool)
@@ -438,6 +438,6 @@ def soak_summary(soak: pd.DataFrame) -> pd.DataFrame:
             "settled_at_s": settled_at(g, settled),
             "sustained_temp_c_max": _num(steady, "temp_c_max").max(),
             "sustained_gflop_per_j": _num(steady, "gflop_per_j").median(),
-            "throttled": None if throttled.isna().all() else bool((throttled == True).any()),  # noqa: E712
+            "throttled": None if throttled.isna().all() else bool(throttled.eq(True).any()),  # tri-state column
             "reasons": ", ".join(reasons)})
     return pd.DataFrame(out, columns=cols)

@@ -68,7 +68,7 @@ def container_image() -> str:
 def software(torch=None) -> dict:
     """Python's and torch's versions (``torch``: the module to read, a fake in tests; None: the real one)."""
     if torch is None:
-        import torch  # noqa: PLC0415 (run-info and aggregate use this module on hosts that never import torch)
+        import torch  # lazy: run-info and aggregate use this module on hosts that never import torch
 
     return {
         "python_version": platform.python_version(),

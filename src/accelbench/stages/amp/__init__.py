@@ -80,7 +80,8 @@ PLUGIN = Stage(
                                              "covers seed-to-seed variation within this run, not run to run; "
                                              "empty without an interval (one seed pair)"},
               numeric=("trials", "step_s_mean", "speedup", "speedup_ci95_low", "speedup_ci95_high", "test_acc_mean",
-                       "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high"), check=CHECK),
+                       "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high"), check=CHECK,
+              gpu_summary=Hook("accelbench.stages.amp.gpu_summary:lines")),
         Table("telemetry_amp", "telemetry_amp_{backend}.csv",
               cols(PROVENANCE, DEVICE, TELEMETRY_SERIES), extra=("status_detail",), numeric=TELEMETRY_SERIES_NUMERIC,
               since="telemetry", telemetry_series=True),

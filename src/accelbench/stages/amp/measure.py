@@ -60,10 +60,10 @@ import torch.nn.functional as F
 
 from ... import registry
 from ...backends import AmpPolicy, Backend
+from ...measure import blocks
 from ...measure import telemetry as tm
 from ...measure import samples as sample_table
 from ...measure.failures import first_line
-from ...measure import blocks
 from .config_check import check_amp_config
 from ...run.io import Checkpoint, atomic_write_csv
 from .stats import summarize_trials

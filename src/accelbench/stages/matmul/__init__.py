@@ -4,7 +4,8 @@ backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``).""
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
                         TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE,
                         cols)
-from ...plugin import Compare, Figure, Headline, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
+from ...plugin import (Compare, Figure, Headline, Hook, Resources, Roofline, Section, Stage, Summary, Sweep, Table,
+                       Windows)
 
 STATUSES = ("ok", "unstable", "invalid", "wrong_result", "skipped_budget", *FAILURES)
 FIGURES = "accelbench.stages.matmul.figures"
@@ -30,7 +31,8 @@ PLUGIN = Stage(
               # a square point leaves out its empty shape_name and its m and k (its n), so square points keep the
               # keys they had before (m, n, k) shapes existed and old runs still match new ones
               identity_fill={"shape_name": None, "m": "n", "k": "n"},
-              compare=Compare(median="median_s", ci=("ci95_low_s", "ci95_high_s")),
+              compare=Compare(median="median_s", ci=("ci95_low_s", "ci95_high_s"),
+                              sweep=Sweep("n", "matrix size n", panel="dtype")),
               samples="matmul_{backend}_samples.parquet",
               added_defaults={"shape_name": "", "gflop_per_j": None, "clock_ramp": None},
               # a matmul file from before shapes holds square points only, so its m and k are its n
@@ -39,6 +41,7 @@ PLUGIN = Stage(
               roofline=Roofline(points=Hook("accelbench.stages.matmul.roofline:points"), compute_roof=True,
                                 markers={"square": ("o", "square sweep n×n×n"), "shape": ("s", "matmul.shapes")}),
               windows=Windows("matmul", "matmul point", "matmul points", "#4c72b0", "{dtype} n={n}"),
+              gpu_summary=Hook("accelbench.stages.matmul.gpu_summary:lines"),
               # the fleet check's figure: each dtype's best TFLOP/s over the sizes
               headlines=(Headline("matmul_tflops", "tflops", "TFLOP/s", per=("dtype",)),)),
         Table("matmul_soak", "matmul_soak_{backend}.csv",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...reporting import tables as S
-from ...reporting.html import WITHIN_RUN_CI_NOTE, _cell, _shape_text, _tflops_ci, point_telemetry_cells, within_run_ci
+from ...reporting.html import (WITHIN_RUN_CI_NOTE, _cell, _shape_text, _tflops_ci, point_telemetry_cells,
+                               within_run_ci)
 
 
 def point_rows(tables, series) -> dict:

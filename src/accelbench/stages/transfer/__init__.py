@@ -17,6 +17,7 @@ PLUGIN = Stage(
               # the stage always times with one host thread
               compare=Compare(median="median_s", fixed={"threads": "1"}),
               samples="transfer_{backend}_samples.parquet",
+              gpu_summary=Hook("accelbench.stages.transfer.gpu_summary:lines"),
               # the fleet check's figure: GB/s of the largest copy, per direction and host memory kind
               headlines=(Headline("transfer_gbps", "gbps", "GB/s", per=("direction", "memory"),
                                   at_max="size_bytes"),)),
