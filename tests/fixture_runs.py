@@ -129,6 +129,8 @@ def matmul_rows(prov: dict, backend: str, device: str, device_name: str, sizes, 
                 rel_error = 0.41 if status == "wrong_result" else rel_error_max.get(dtype, 1e-4) / 20
                 row.update(median_s=median_s, iqr_s=median_s * iqr_ratio, ci95_low_s=median_s * (1 - iqr_ratio / 3),
                            ci95_high_s=median_s * (1 + iqr_ratio / 3), repeats=int(max(5, min(400, 0.3 / median_s))),
+                           # small products get many blocks (batch means), large ones the 6 that give a descriptive one
+                           ci_method="batch_means" if n <= 1024 else "descriptive", lag1_autocorr=0.31,
                            tflops=tflops, pct_of_peak=100.0 * tflops / peak[dtype] if dtype in peak else float("nan"),
                            rel_error=rel_error)
                 row["flags"] = {"ok": "", "unstable": "unstable", "invalid": "invalid",
@@ -138,7 +140,8 @@ def matmul_rows(prov: dict, backend: str, device: str, device_name: str, sizes, 
                     "invalid": f"{row['pct_of_peak']:.0f}% of peak: missing synchronization or wrong peak",
                     "wrong_result": f"rel_error {rel_error:.2g} > {rel_error_max.get(dtype)}"}[status]
             else:
-                row.update(median_s=np.nan, iqr_s=np.nan, ci95_low_s=np.nan, ci95_high_s=np.nan, repeats=0,
+                row.update(median_s=np.nan, iqr_s=np.nan, ci95_low_s=np.nan, ci95_high_s=np.nan, ci_method="",
+                           lag1_autocorr=np.nan, repeats=0,
                            tflops=np.nan, pct_of_peak=np.nan, rel_error=np.nan, flags=status,
                            status_detail={"skipped_budget": "predicted 41.2 s > point_budget_s 3.0",
                                           "oom": "CUDA out of memory. Tried to allocate 8.00 GiB",
@@ -168,7 +171,8 @@ def shape_rows(prov: dict, backend: str, device: str, device_name: str, shapes, 
             tflops = best[dtype] * efficiency[name]
             median_s = flops / (tflops * 1e12)
             row.update(median_s=median_s, iqr_s=0.01 * median_s, ci95_low_s=0.995 * median_s,
-                       ci95_high_s=1.006 * median_s, repeats=60, tflops=tflops, rel_error=1e-6, status="ok",
+                       ci95_high_s=1.006 * median_s, ci_method="batch_means", lag1_autocorr=0.28, repeats=60,
+                       tflops=tflops, rel_error=1e-6, status="ok",
                        pct_of_peak=100.0 * tflops / peak[dtype] if dtype in peak else float("nan"))
             rows.append(row)
     return rows
@@ -189,6 +193,7 @@ def search_rows(prov: dict, backend: str, device: str, device_name: str, dtype: 
         return {**prov, "backend": backend, "device": device, "device_name": device_name, "dtype": dtype,
                 "m": m, "n": n, "k": k, "flops": flops, "phase": phase, "evaluation": i, "threads": threads,
                 "median_s": median_s, "iqr_s": 0.012 * median_s, "ci95_low_s": lo, "ci95_high_s": hi,
+                "ci_method": "batch_means" if phase == "confirm" else "descriptive", "lag1_autocorr": 0.3,
                 "repeats": 40 if phase != "confirm" else 120, "tflops": tflops, "tflops_ci95_low": flops / hi / 1e12,
                 "tflops_ci95_high": flops / lo / 1e12, "peak_tflops": peak, "pct_of_peak": 100 * tflops / peak,
                 "rel_error": 2e-3, "status": "ok", "best": best, "status_detail": "",
@@ -214,6 +219,7 @@ def membw_rows(prov: dict, backend: str, device: str, device_name: str, launch_s
             "peak_source": "datasheet" if peak_gbps else "cpu: measured only", "cache_bytes": cache_bytes}
     rows = [{**base, "kernel": "launch", "size_bytes": 4, "bytes_moved": float("nan"), "median_s": launch_s,
              "iqr_s": 0.02 * launch_s, "ci95_low_s": 0.99 * launch_s, "ci95_high_s": 1.01 * launch_s,
+             "ci_method": "batch_means", "lag1_autocorr": 0.35,
              "repeats": 20000, "gbps": float("nan"), "status": "ok"}]
     sizes = [64 * 1024 * 4 ** i for i in range(12) if 64 * 1024 * 4 ** i < 4 * cache_bytes] + [4 * cache_bytes]
     for size in sizes:
@@ -223,7 +229,8 @@ def membw_rows(prov: dict, backend: str, device: str, device_name: str, launch_s
             median_s = moved / rate / 1e9
             rows.append({**base, "kernel": kernel, "size_bytes": size, "bytes_moved": moved, "median_s": median_s,
                          "iqr_s": 0.02 * median_s, "ci95_low_s": 0.99 * median_s, "ci95_high_s": 1.012 * median_s,
-                         "repeats": 60, "gbps": rate, "gbps_ci95_low": moved / (1.012 * median_s) / 1e9,
+                         "ci_method": "batch_means" if size < cache_bytes else "descriptive",
+                         "lag1_autocorr": 0.27, "repeats": 60, "gbps": rate, "gbps_ci95_low": moved / (1.012 * median_s) / 1e9,
                          "gbps_ci95_high": moved / (0.99 * median_s) / 1e9,
                          "pct_of_peak": 100 * rate / peak_gbps if peak_gbps else float("nan"), "status": "ok"})
     return rows
@@ -268,7 +275,8 @@ def training_cols(workload, mode, batch, step_s, device_name) -> dict:
     peak = (989.0 if mode != "fp32" else 67.0) if gpu else (2.6 if mode != "fp32" else 0.17)
     tflops = flops / step_s / 1e12
     return {"preset": preset, "batch_search": "fixed", "step_ci95_low_s": step_s * 0.98,
-            "step_ci95_high_s": step_s * 1.02, "tokens_per_s": batch * 1024 / step_s if workload == "gpt" else np.nan,
+            "step_ci95_high_s": step_s * 1.02, "step_ci_method": "batch_means", "step_lag1_autocorr": 0.2,
+            "tokens_per_s": batch * 1024 / step_s if workload == "gpt" else np.nan,
             "images_per_s": batch / step_s if workload == "resnet" else np.nan, "model_flops_per_step": flops,
             "analytic_flops_per_step": flops * 1.001, "model_tflops_per_s": tflops,
             "peak_dtype": {"fp32": "float32", "amp_bf16": "bfloat16", "amp_fp16": "float16"}[mode],
@@ -323,7 +331,7 @@ def amp_rows(prov, backend, device, device_name, amp_mode, step_fp32, amp_factor
             summary.append({**prov, "backend": backend, "device": device, "device_name": device_name,
                             "workload": workload, "mode": mode, "baseline": "fp32", "trials": len(t),
                             "step_s_mean": step_mean, "speedup": speedup, "speedup_ci95_low": speedup * 0.96,
-                            "speedup_ci95_high": speedup * 1.04, "test_acc_mean": acc_mean, "acc_diff": acc_diff,
+                            "speedup_ci95_high": speedup * 1.04, "speedup_ci_method": "descriptive", "test_acc_mean": acc_mean, "acc_diff": acc_diff,
                             "acc_diff_ci95_low": acc_diff - 0.011, "acc_diff_ci95_high": acc_diff + 0.011,
                             "faster": faster, "accuracy_parity": parity, "verdict": verdict,
                             "note": "" if mode == "fp32" else f"{len(t)} seeds"})
@@ -419,7 +427,8 @@ def attention_rows(prov: dict, backend: str, device: str, device_name: str, conf
         median = p.flops / (achieved * 1e12)
         work = mem_per_score[p.kernel] * p.scores + 4 * p.batch * p.heads * p.seq_len_q * p.head_dim
         r.update(prov, backend=backend, device=device, device_name=device_name, median_s=median,
-                 iqr_s=0.02 * median, ci95_low_s=0.99 * median, ci95_high_s=1.01 * median, repeats=120, blocks=12,
+                 iqr_s=0.02 * median, ci95_low_s=0.99 * median, ci95_high_s=1.01 * median, ci_method="descriptive",
+                 lag1_autocorr=0.3, repeats=120, blocks=12,
                  tflops=achieved, peak_tflops=peak[p.dtype], peak_source="fixture",
                  pct_of_peak=100 * achieved / peak[p.dtype], peak_mem_bytes=work * 1.5, work_mem_bytes=work,
                  mem_kind="rss" if backend == "cpu" else "allocator", rel_error=1e-3 if p.dtype != "float32" else 1e-6,

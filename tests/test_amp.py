@@ -437,6 +437,7 @@ def test_summary_faster_no_parity_and_tf32():
     assert list(summary["mode"]) == ["amp_fp16", "tf32"]
     row = summary.iloc[0]
     assert row["faster"] == "yes" and row["speedup_ci95_low"] > 1
+    assert row["speedup_ci_method"] == "descriptive"  # seed pairs of one process: not run-to-run
     assert row["accuracy_parity"] == "no" and row["acc_diff"] == pytest.approx(-0.1)
     assert row["verdict"].startswith("AMP (fp16) is 2.0") and "(faster" in row["verdict"]
     # where TF32 was measured as its own mode, the verdict says the baseline had it off
@@ -459,6 +460,7 @@ def test_summary_notes_gradscaler_skips():
 def test_summary_one_seed_has_no_ci_and_says_so():
     row = summarize_trials(_trials([0.01], [0.02], [0.6], [0.6]), 0.02, {"cpu": cpu_note(NO_BF16_FLAGS)}).iloc[0]
     assert row["trials"] == 1 and math.isnan(row["speedup_ci95_low"]) and math.isnan(row["acc_diff_ci95_high"])
+    assert row["speedup_ci_method"] == ""  # no interval, nothing to label
     assert row["faster"] == "inconclusive" and row["accuracy_parity"] == "inconclusive"
     assert "no CI: one seed" in row["verdict"] and "Only one seed pair" in row["note"]
 

@@ -334,6 +334,9 @@ def test_cpu_end_to_end_table_has_every_documented_column(cpu_run):
     ci = df[df["ci95_low_s"].notna()]  # an interval wherever 6 blocks fitted in the time bound (nearly always)
     assert len(ci) >= len(df) // 2
     assert (ci["ci95_low_s"] <= ci["median_s"]).all() and (ci["median_s"] <= ci["ci95_high_s"]).all()
+    assert set(df["ci_method"]) <= {"batch_means", "descriptive"}  # every point was measured
+    assert (df.loc[df["blocks"] < 50, "ci_method"] == "descriptive").all()
+    assert (df.loc[df["blocks"] >= 50, "ci_method"] == "batch_means").all()
     assert (df["rel_error"] < df["rel_error_max"]).all()
     assert (df["mem_kind"].isin(["rss", "rss_process_peak"])).all() and (df["peak_mem_bytes"] > 0).all()
     assert set(df["sdpa_backend"]) == {"FLASH_ATTENTION", "MATH"}

@@ -7,6 +7,7 @@ import json
 import math
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -276,6 +277,22 @@ def test_ok_point_fills_every_measured_column():
     assert row["input_sets"] == 4 and row["peak_source"] == "table"
     assert row["ci95_low_s"] <= row["median_s"] <= row["ci95_high_s"]
     assert row["pct_of_peak"] == pytest.approx(100 * row["tflops"] / 1e6)
+    # 10 blocks: too few for batch means, so the interval is labelled descriptive; the blocks rise steadily
+    assert row["ci_method"] == "descriptive" and row["lag1_autocorr"] > 0.5
+
+
+def test_a_point_with_many_blocks_gets_a_batch_means_interval():
+    """60 blocks with a slow drift: batch means, wider than the order-statistic interval that ignores the order."""
+    from accelbench.measure import blocks
+    times = [1e-3 * (1 + 0.05 * np.sin(i / 6)) for i in range(60)]
+    k = FakeKernels(stats=lambda d, n: summarize(times, calls_per_block=1))
+    row = measure_point(k, dtype="float32", n=256, settings=settings(), peak=(1e6, "table"))
+    assert row["ci_method"] == "batch_means" and row["lag1_autocorr"] > 0.9
+    lo, hi = blocks.order_statistic_ci(times)
+    assert row["ci95_low_s"] < lo and row["ci95_high_s"] > hi
+    fail = measure_point(FakeKernels(unsupported={"float32": "no"}), dtype="float32", n=256, settings=settings(),
+                         peak=(1e6, "table"))
+    assert fail["ci_method"] == "" and math.isnan(fail["lag1_autocorr"])
 
 
 def test_unsupported_reason_and_unsupported_exception():

@@ -298,3 +298,31 @@ def test_history_section_says_which_runs_are_in_full(fixtures):
     focus = [e for e in parse(html) if e["attrs"].get("id") == "history-focus"]
     assert focus and "The latest 5 of the 13 runs under results/ are shown in full" in focus[0]["text"]
     assert 'id="history-focus"' not in fixtures("two_runs")["report"].read_text()  # every run is in full there
+
+
+def test_within_run_intervals_say_what_they_cover(fixtures):
+    """Every within-run interval is headed "within run", a note says what that covers, and a descriptive interval
+    (fewer blocks than batch means need) is marked in its cell while a batch-means one is not."""
+    built = fixtures("two_runs")
+    html = built["report"].read_text()
+    els = parse(html)
+    raw = raw_table(built["results"], "matmul_*.csv", "matmul")
+    shown = []  # the points table's CI cells (its sixth column) that hold an interval
+    for i, e in enumerate(els):
+        if e["tag"] == "tr" and "data-status" in e["attrs"]:
+            tds = [x["text"] for x in els[i + 1:i + 16] if x["tag"] == "td"]
+            shown += [tds[5]] if tds[5] else []
+    marked = [c for c in shown if c.endswith(" descr.")]
+    measured = raw[raw["ci95_low_s"].notna()]
+    assert len(shown) == len(measured)
+    assert len(marked) == int((measured["ci_method"] != "batch_means").sum()) > 0
+    assert len(marked) < len(shown)  # the fixture's batch-means points are not marked
+    # the sections of these stages (scaling's and compare's intervals are their own)
+    ours = {"points", "shapes", "search", "membw", "amp", "training"}
+    heads = [e for e in els if e["tag"] == "th" and "95% CI" in e["text"] and e["section"] in ours]
+    assert {h["section"] for h in heads} == ours
+    assert all("within run" in h["text"] for h in heads), [h["text"] for h in heads]
+    notes = [e for e in els if e["tag"] == "p" and "covers variation within this one run" in e["text"]]
+    assert {n["section"] for n in notes} >= {"points", "membw", "search", "shapes"}
+    amp = [e for e in els if e["tag"] == "p" and "seed-to-seed variation within this process" in e["text"]]
+    assert {n["section"] for n in amp} >= {"amp"}

@@ -24,11 +24,15 @@ def test_summarize_known_list():
     assert s.iqr_ratio == pytest.approx(4.5 / 5.5)
 
 
-def test_summarize_order_does_not_matter():
+def test_summarize_order_matters_only_to_the_order_statistics():
     a = summarize([3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 7.0])
     b = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
-    # every statistic is the same; only the samples keep the order they were measured in
-    assert dataclasses.replace(a, samples_s=()) == dataclasses.replace(b, samples_s=())
+    # below 50 blocks (a descriptive interval) every statistic is the same but the lag-1 autocorrelation (a
+    # sorted series is a trend); the samples keep the order they were measured in
+    assert a.ci_method == b.ci_method == "descriptive"
+    assert b.lag1_autocorr > a.lag1_autocorr
+    assert dataclasses.replace(a, samples_s=(), lag1_autocorr=0.0) == dataclasses.replace(b, samples_s=(),
+                                                                                           lag1_autocorr=0.0)
     assert a.samples_s == (3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 7.0)
     assert sorted(a.samples_s) == list(b.samples_s)
 

@@ -131,6 +131,8 @@ def test_tiny_gpt_loss_falls_toward_the_known_floor(mode):
     assert row["test_loss"] > floor - 0.05  # and never meaningfully below the floor
     assert row["tokens_per_s"] == pytest.approx(16 * 32 / row["step_median_s"])
     assert row["step_ci95_low_s"] <= row["step_median_s"] <= row["step_ci95_high_s"]
+    # 57 timed steps: a batch-means interval over the steps in time order
+    assert row["step_ci_method"] == "batch_means" and math.isfinite(row["step_lag1_autocorr"])
     assert row["model_flops_per_step"] == pytest.approx(W.model_flops("gpt", wl, 16, torch))
     # at d_model 32 the biases and norms in N (no matmul) are 3% of it: the 3% agreement is for the real sizes
     assert abs(row["analytic_flops_per_step"] / row["model_flops_per_step"] - 1) < 0.05

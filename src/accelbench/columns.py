@@ -21,6 +21,18 @@ TELEMETRY_EXTRA = ("telemetry_samples", "mem_clock_mhz_median", "util_pct_median
                    "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for",
                    "clock_source")
 TELEMETRY_NUMERIC = TELEMETRY
+# How a row's within-run interval (ci95_low_s..ci95_high_s) was computed (measure.blocks): it follows the
+# interval's columns in each timed table. A file written before these columns had the order-statistic interval
+# over blocks taken as exchangeable: descriptive.
+WITHIN_RUN_CI = ("ci_method", "lag1_autocorr")
+WITHIN_RUN_CI_DESCRIBE = {
+    "ci_method": "how the 95% interval was computed: batch_means (10 consecutive batches of blocks, sectioning "
+                 "around the median: accounts for the blocks' autocorrelation; from 50 blocks on) or descriptive "
+                 "(fewer blocks: the order-statistic interval, which takes the blocks as exchangeable). Either "
+                 "covers variation within this one run only, not run to run",
+    "lag1_autocorr": "lag-1 autocorrelation of the log block times, in the order measured (NaN from fewer than "
+                     "3 blocks)",
+}
 # one row per reading of a device's sensors during a stage (telemetry_<stage>_<backend>.csv)
 TELEMETRY_SERIES = ("stage", "time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",
                     "energy_j", "throttle_reasons", "telemetry_source", "status")
@@ -31,6 +43,7 @@ TELEMETRY_SERIES_NUMERIC = ("time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", 
 ADDED_COLUMNS = {"method_version": 0, "device_warmup_s": None, "device_warmup_calls": None,
                  "device_warmup_status": None}
 ADDED_COLUMNS.update({c: None for c in (*TELEMETRY, *THROTTLE)})
+ADDED_COLUMNS.update({"ci_method": "descriptive", "lag1_autocorr": None})
 
 # The long table of raw timing samples (Parquet, one file per device stage and backend). One row per sample:
 # ``table`` and ``point`` say which row of which results table it belongs to (``point``: the row's identity

@@ -99,6 +99,25 @@ def _tflops_ci(lo, hi) -> str:
     return "" if lo != lo or hi != hi else f"{S.fmt_num(lo)}–{S.fmt_num(hi)}"
 
 
+# What every within-run interval in the report covers (measure.blocks): the tables' headers say "within run",
+# this note says what that means, and a descriptive interval is marked in its cell.
+WITHIN_RUN_CI_NOTE = ("95% CI (within run): the interval of the median over this run's timed blocks, taken in time "
+                      "order: batch means (10 consecutive batches, which accounts for neighbouring blocks being "
+                      "alike) from 50 blocks on, else the order-statistic interval, which takes the blocks as "
+                      "exchangeable and is marked descr. (descriptive). Either covers variation within this one "
+                      "run only, not from one run to the next: comparing runs is accelbench compare's, over "
+                      "several runs a side.")
+DESCRIPTIVE_MARK = "descr."
+
+
+def within_run_ci(text: str, method) -> str:
+    """A within-run interval's cell text, marked ``descr.`` unless it is a batch-means interval (a row from before
+    ``ci_method`` existed had the descriptive one)."""
+    if not text:
+        return text
+    return text if method == "batch_means" else f"{text} {DESCRIPTIVE_MARK}"
+
+
 def headlines(ctx: dict, series) -> list[dict]:
     """One sentence per accelerator (or per CPU when no accelerator was measured): the clauses each stage's
     ``Summary.headline(ctx, device)`` gives for that device (peak TFLOP/s, the search's best, the speedup over the

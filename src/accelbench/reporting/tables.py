@@ -180,7 +180,7 @@ def cpu_speedup(matmul: pd.DataFrame) -> pd.DataFrame:
 
 
 SEARCH_COLUMNS = ["run_id", "backend", "device", "device_name", "dtype", "m", "n", "k", "tflops", "tflops_ci95_low",
-                  "tflops_ci95_high", "pct_of_peak", "status", "phase", "evaluated_shapes", "grid_points", "search_s",
+                  "tflops_ci95_high", "ci_method", "pct_of_peak", "status", "phase", "evaluated_shapes", "grid_points", "search_s",
                   "budget_s", "stop_reason", "evaluations"]
 
 

@@ -11,10 +11,14 @@ TRAINING_DESCRIBE = {
               "empty for mlp and transformer",
     "batch_search": "fixed: the configured batch; max: the largest batch that trained 2 steps without running out "
                     "of memory (bisected; the compiled modes train their eager mode's)",
-    "step_ci95_low_s": "s — 95% interval of the median step time, low end: distribution-free (order statistics) "
-                       "over the trial's timed steps, so it covers step-to-step variation within this one run, not "
-                       "run-to-run variation (the seeds' spread in amp_summary covers that)",
+    "step_ci95_low_s": "s — 95% interval of the median step time, low end, over the trial's timed steps in time "
+                       "order (step_ci_method says how); it covers step-to-step variation within this one run, not "
+                       "run-to-run variation",
     "step_ci95_high_s": "s — high end of that interval",
+    "step_ci_method": "batch_means (10 consecutive batches of steps, sectioning around the median: accounts for the "
+                      "steps' autocorrelation; from 50 timed steps on) or descriptive (fewer steps: the "
+                      "order-statistic interval, which takes the steps as exchangeable)",
+    "step_lag1_autocorr": "lag-1 autocorrelation of the log step times of the timed steps, in order",
     "tokens_per_s": "tokens/s — gpt: batch x seq_len / median step time (all ranks under DDP); NaN otherwise",
     "images_per_s": "images/s — resnet: batch / median step time; NaN otherwise",
     "model_flops_per_step": "FLOP — one training step's forward, loss and backward counted by "
@@ -32,7 +36,8 @@ TRAINING_DESCRIBE = {
     "loss_floor_nats": "nats/token — gpt: the entropy rate of the Markov chain the corpus is drawn from, the "
                        "lowest reachable mean loss; NaN otherwise",
 }
-TRAINING_COLUMNS = ("preset", "batch_search", "step_ci95_low_s", "step_ci95_high_s", "tokens_per_s", "images_per_s",
+TRAINING_COLUMNS = ("preset", "batch_search", "step_ci95_low_s", "step_ci95_high_s", "step_ci_method",
+                    "step_lag1_autocorr", "tokens_per_s", "images_per_s",
                     "model_flops_per_step", "analytic_flops_per_step", "model_tflops_per_s", "peak_dtype",
                     "peak_tflops", "peak_source", "mfu_pct", "compile_s", "loss_floor_nats")
 
@@ -66,7 +71,14 @@ PLUGIN = Stage(
                   "workload", "mode", "baseline", "trials", "step_s_mean", "speedup", "speedup_ci95_low",
                   "speedup_ci95_high", "test_acc_mean", "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high",
                   "faster", "accuracy_parity", "verdict", "note")),
-              extra=("amp_dtype", "baseline_step_s_mean", "baseline_test_acc_mean", "accuracy_tolerance", "status"),
+              extra=("amp_dtype", "baseline_step_s_mean", "baseline_test_acc_mean", "accuracy_tolerance", "status",
+                     "speedup_ci_method"),
+              describe={"speedup_ci95_low": "95% interval of the speedup, low end: Student t on the log ratios of the "
+                                            "seed pairs of this one process (modes interleaved within a seed)",
+                        "speedup_ci95_high": "high end of that interval",
+                        "speedup_ci_method": "descriptive: the seed pairs share one process, so the interval "
+                                             "covers seed-to-seed variation within this run, not run to run; "
+                                             "empty without an interval (one seed pair)"},
               numeric=("trials", "step_s_mean", "speedup", "speedup_ci95_low", "speedup_ci95_high", "test_acc_mean",
                        "acc_diff", "acc_diff_ci95_low", "acc_diff_ci95_high"), check=CHECK,
               gpu_summary=Hook("accelbench.stages.amp.gpu_summary:lines")),

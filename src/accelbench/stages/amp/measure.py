@@ -60,10 +60,10 @@ import torch.nn.functional as F
 
 from ... import registry
 from ...backends import AmpPolicy, Backend
+from ...measure import blocks
 from ...measure import telemetry as tm
 from ...measure import samples as sample_table
 from ...measure.failures import first_line
-from ...measure.timing import median_ci95
 from .config_check import check_amp_config
 from ...run.io import Checkpoint, atomic_write_csv
 from .stats import summarize_trials
@@ -437,14 +437,16 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     steady = np.asarray(times[warmup:], float)
     median_s = float(np.median(steady)) if len(steady) else math.nan
     iqr_s = float(np.subtract(*np.percentile(steady, [75, 25]))) if len(steady) else math.nan
-    ci_low, ci_high = median_ci95(steady)
+    step_ci = blocks.median_interval(steady)  # batch means over the steps in time order, or descriptive
     majority = float(np.bincount(data[3].numpy().ravel()).max() / data[3].numel())
     samples_per_s = batch * world / median_s if median_s > 0 else math.nan
     per_example = (training_workloads.items_per_example(trial.workload, amp_cfg)
                    if trial.workload in training_workloads.PRESETS else 1)
     counted, analytic = step_flops(trial.workload, amp_cfg, batch, torch)
     return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
-            "step_median_s": median_s, "step_iqr_s": iqr_s, "step_ci95_low_s": ci_low, "step_ci95_high_s": ci_high,
+            "step_median_s": median_s, "step_iqr_s": iqr_s, "step_ci95_low_s": step_ci.low,
+            "step_ci95_high_s": step_ci.high, "step_ci_method": step_ci.method,
+            "step_lag1_autocorr": step_ci.lag1_autocorr,
             "samples_per_s": samples_per_s,
             "tokens_per_s": samples_per_s * per_example if trial.workload == "gpt" else math.nan,
             "images_per_s": samples_per_s if trial.workload == "resnet" else math.nan,

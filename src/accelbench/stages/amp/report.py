@@ -6,6 +6,7 @@ import pandas as pd
 
 from ...reporting import tables as S
 from ...reporting.html import point_telemetry_cells
+from .stats import SPEEDUP_CI_NOTE
 
 
 def amp_tables(tables, series) -> dict:
@@ -39,7 +40,7 @@ def amp_tables(tables, series) -> dict:
                            "loss": S.fmt_num(r["final_loss"]), "acc": S.fmt_num(r["test_acc"]),
                            "skipped": r["skipped_steps"], "status": str(r["status"]),
                            "spj": S.fmt_num(r.get("samples_per_j")), **point_telemetry_cells(r)})
-    return {"summary": summ, "trials": trials}
+    return {"summary": summ, "trials": trials, "ci_note": SPEEDUP_CI_NOTE}
 
 
 def context(tables, series, ctx) -> dict:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...reporting import tables as S
 from . import references
+from .stats import SPEEDUP_CI_NOTE
 
 TRAINING_WORKLOADS = ("gpt", "resnet")
 
@@ -105,4 +106,5 @@ def context(tables, series, ctx) -> dict:
         refs.append({**r, "measured": S.fmt_num(r["measured"]) if r["measured"] else "—",
                      "ratio": f"{r['ratio'] * 100:.0f}%" if r["ratio"] else "—"})
     return {"training": {"rows": [_row(p) for p in points],
-                         "speedups": speedups(tables.get("amp_summary"), series), "references": refs}}
+                         "speedups": speedups(tables.get("amp_summary"), series), "references": refs,
+                         "ci_note": SPEEDUP_CI_NOTE}}

@@ -10,7 +10,7 @@ trade-offs are described in ``measure.py``'s docstring.
 
 from __future__ import annotations
 
-from accelbench.columns import DEVICE, DEVICE_WARMUP, PROVENANCE
+from accelbench.columns import DEVICE, DEVICE_WARMUP, PROVENANCE, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE
 from accelbench.plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Table
 
 PKG = "accelbench.stages.attention"
@@ -36,8 +36,10 @@ DESCRIBE = {
     "threads": "torch threads",
     "median_s": "s — median seconds per call (torch.utils.benchmark, the backend's synchronizing timer)",
     "iqr_s": "s — interquartile range of the per-call times of the blocks",
-    "ci95_low_s": "s — 95% interval of the median, low end (order statistics, over the blocks of this run)",
+    "ci95_low_s": "s — 95% interval of the median, low end, over the blocks of this run (ci_method says how: "
+                  "batch means or descriptive); it covers variation within this run, not run to run",
     "ci95_high_s": "s — 95% interval of the median, high end",
+    **WITHIN_RUN_CI_DESCRIBE,
     "repeats": "timed calls in all",
     "tflops": "TFLOP/s — flops / median_s / 1e12",
     "peak_tflops": "TFLOP/s — the backend's peak for the dtype (datasheet table, or the CPU's computed peak)",
@@ -63,13 +65,13 @@ DESCRIBE = {
 }
 
 COLUMNS = (*PROVENANCE, *DEVICE, "kernel", "dtype", "mode", "batch", "heads", "seq_len_q", "seq_len_k", "head_dim",
-           "causal", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats", "tflops",
-           "peak_tflops", "peak_source", "pct_of_peak", "peak_mem_bytes", "work_mem_bytes", "mem_kind",
+           "causal", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", *WITHIN_RUN_CI, "repeats",
+           "tflops", "peak_tflops", "peak_source", "pct_of_peak", "peak_mem_bytes", "work_mem_bytes", "mem_kind",
            "rel_error", "rel_error_max", "status", "status_detail", *DEVICE_WARMUP)
 EXTRA = ("blocks", "sdpa_backend", "torch_dtype", "min_bytes", "intensity_flop_per_byte")
 NUMERIC = ("batch", "heads", "seq_len_q", "seq_len_k", "head_dim", "flops", "threads", "median_s", "iqr_s",
            "ci95_low_s", "ci95_high_s", "repeats", "tflops", "peak_tflops", "pct_of_peak", "peak_mem_bytes",
-           "work_mem_bytes", "rel_error", "rel_error_max")
+           "work_mem_bytes", "rel_error", "rel_error_max", "lag1_autocorr")
 
 DEFAULTS = {
     "kernels": list(KERNELS),     # those the device has are measured (measure.device_kernels)

@@ -21,8 +21,8 @@ was right. What makes a number here trustworthy:
 - **Harness** (as matmul and membw): the device warmed in this process first (``device_warmup_*``); per
   point the check call, then untimed calls (at least 2, and ``WARMUP_S`` or ``min_run_time_s`` if that is
   shorter), then ``measure.timing.Measurer``: ``torch.utils.benchmark.Timer`` with the backend's synchronizing
-  timer, at least 6 blocks, the median with a distribution-free 95% interval over the blocks of this run (not
-  run-to-run variance); ``unstable`` when IQR/median > ``attention.unstable_iqr_ratio``. The raw per-block
+  timer, at least 6 blocks, the median with a 95% interval over the blocks of this run in time order (batch means
+  from 50 blocks, else descriptive: ``measure.blocks``; not run-to-run variance); ``unstable`` when IQR/median > ``attention.unstable_iqr_ratio``. The raw per-block
   times go to the samples Parquet. Inputs are not rotated out of the cache (FlashAttention's benchmark does
   not either): a small point's q, k and v may be read from the last-level cache.
 - **Forward+backward** (``forward_backward``): one call is the forward and ``torch.autograd.grad`` of the
@@ -300,7 +300,8 @@ def warmup_calls(call_s: float, warmup_s: float = WARMUP_S) -> int:
 def empty_row(p: Point, threads: int, rel_error_max: float) -> dict:
     nan = math.nan
     return {**p.columns(), "flops": p.flops, "threads": threads, "median_s": nan, "iqr_s": nan, "ci95_low_s": nan,
-            "ci95_high_s": nan, "repeats": 0, "blocks": 0, "tflops": nan, "peak_tflops": nan, "peak_source": "",
+            "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0, "tflops": nan,
+            "peak_tflops": nan, "peak_source": "",
             "pct_of_peak": nan, "peak_mem_bytes": None, "work_mem_bytes": None, "mem_kind": "", "rel_error": nan,
             "rel_error_max": rel_error_max, "status": "ok", "status_detail": "",
             "sdpa_backend": SDPA_BACKENDS[p.kernel],
@@ -346,7 +347,8 @@ def measure_point(att, p: Point, *, settings: dict, peak: tuple, threads: int = 
     att.free()
     tflops = p.flops / stats.median_s / 1e12
     row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, repeats=stats.repeats, blocks=stats.blocks, tflops=tflops,
+               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
+               repeats=stats.repeats, blocks=stats.blocks, tflops=tflops,
                pct_of_peak=100 * tflops / peak_tflops if peak_tflops else math.nan, rel_error=rel_error,
                peak_mem_bytes=peak_mem, work_mem_bytes=work_mem, mem_kind=mem_kind)
     flags, why = point_flags(tflops=tflops, peak_tflops=peak_tflops, peak_is_bound=peak_is_bound,

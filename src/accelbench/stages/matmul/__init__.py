@@ -2,7 +2,8 @@
 backend, with a soak and the device's telemetry (``measure.py``, ``soak.py``)."""
 
 from ...columns import (DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC,
-                        TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, cols)
+                        TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC, THROTTLE, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE,
+                        cols)
 from ...plugin import (Compare, Figure, Headline, Hook, Resources, Roofline, Section, Stage, Summary, Sweep, Table,
                        Windows)
 
@@ -16,14 +17,16 @@ PLUGIN = Stage(
         Table("matmul", "matmul_{backend}.csv",
               cols(PROVENANCE, DEVICE, (
                   "dtype", "shape_name", "m", "n", "k", "flops", "threads", "allow_tf32", "median_s", "iqr_s",
-                  "ci95_low_s", "ci95_high_s", "repeats", "tflops", "peak_tflops", "peak_source", "pct_of_peak",
-                  "rel_error", "rel_error_max", "status", "flags", "status_detail"), DEVICE_WARMUP, TELEMETRY,
+                  "ci95_low_s", "ci95_high_s", *WITHIN_RUN_CI, "repeats", "tflops", "peak_tflops", "peak_source",
+                  "pct_of_peak", "rel_error", "rel_error_max", "status", "flags", "status_detail"), DEVICE_WARMUP,
+                  TELEMETRY,
                   ("gflop_per_j",), THROTTLE, ("clock_ramp",)),
               extra=("blocks", "input_sets", "predicted_s", "torch_dtype", "fp8_fast_accum") + TELEMETRY_EXTRA,
               numeric=("m", "n", "k", "flops", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s", "repeats",
-                       "tflops", "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max", "gflop_per_j")
+                       "tflops", "peak_tflops", "pct_of_peak", "rel_error", "rel_error_max", "gflop_per_j",
+                       "lag1_autocorr")
               + TELEMETRY_NUMERIC,
-              statuses=STATUSES,
+              statuses=STATUSES, describe=WITHIN_RUN_CI_DESCRIBE,
               identity=("device_name", "dtype", "shape_name", "m", "n", "k", "allow_tf32"),
               # a square point leaves out its empty shape_name and its m and k (its n), so square points keep the
               # keys they had before (m, n, k) shapes existed and old runs still match new ones

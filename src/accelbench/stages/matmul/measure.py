@@ -10,7 +10,8 @@ was right. ``matmul.shapes`` adds one row per named (m, n, k): an (m x k) by (k 
   stability rule (``measure.stability.warm_device``), recorded in ``device_warmup_*``; each point then
   gets at least 2 untimed calls and ``WARMUP_S`` of them (its kernel selection, its clocks).
 - **Synchronized timing**: ``torch.utils.benchmark.Timer`` with ``Backend.synced_timer(device)``,
-  at least 6 blocks, median with a distribution-free 95% interval (see ``timing``).
+  at least 6 blocks, median with a within-run 95% interval (batch means from 50 blocks, else descriptive:
+  ``measure.blocks``; ``ci_method`` says which).
 - **Not from cache**: the timed statement cycles through several input pairs (A: m x k, B: k x n) that
   together span at least twice the last-level cache (CPU L3, GPU L2, MI300 Infinity Cache), bounded by
   40% of free memory, so small sizes are not measured with operands already on chip.
@@ -294,7 +295,8 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
     row = {
         "dtype": dtype, "shape_name": shape_name, "m": shape.m, "n": shape.n, "k": shape.k, "flops": shape.flops,
         "threads": settings.threads, "allow_tf32": False,
-        "median_s": _nan(), "iqr_s": _nan(), "ci95_low_s": _nan(), "ci95_high_s": _nan(), "repeats": 0,
+        "median_s": _nan(), "iqr_s": _nan(), "ci95_low_s": _nan(), "ci95_high_s": _nan(), "ci_method": "",
+        "lag1_autocorr": _nan(), "repeats": 0,
         "blocks": 0, "input_sets": 0, "predicted_s": _nan(), "tflops": _nan(),
         "peak_tflops": peak_tflops if peak_tflops else _nan(), "peak_source": peak_source,
         "pct_of_peak": _nan(), "rel_error": _nan(), "rel_error_max": settings.rel_error_max.get(dtype, _nan()),
@@ -330,7 +332,8 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
 
     tflops = row["flops"] / stats.median_s / 1e12
     row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, repeats=stats.repeats, blocks=stats.blocks, input_sets=sets,
+               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
+               repeats=stats.repeats, blocks=stats.blocks, input_sets=sets,
                tflops=tflops, rel_error=rel_error,
                pct_of_peak=100 * tflops / peak_tflops if peak_tflops else _nan())
     flags, why = point_flags(tflops=tflops, peak_tflops=peak_tflops, rel_error=rel_error,

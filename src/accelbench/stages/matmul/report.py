@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...reporting import tables as S
-from ...reporting.html import _cell, _shape_text, _tflops_ci, point_telemetry_cells
+from ...reporting.html import (WITHIN_RUN_CI_NOTE, _cell, _shape_text, _tflops_ci, point_telemetry_cells,
+                               within_run_ci)
 
 
 def point_rows(tables, series) -> dict:
@@ -38,8 +39,9 @@ def point_rows(tables, series) -> dict:
                       and r.get("shape_name") else int(r["n"]) if r["n"] == r["n"] else ""),
                 "tflops": S.fmt_num(r["tflops"]), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
                 "median": S.fmt_time(r["median_s"]),
-                "ci": ("" if r["ci95_low_s"] != r["ci95_low_s"] else
-                       f"{S.fmt_time(r['ci95_low_s'])} – {S.fmt_time(r['ci95_high_s'])}"),
+                "ci": within_run_ci("" if r["ci95_low_s"] != r["ci95_low_s"] else
+                                    f"{S.fmt_time(r['ci95_low_s'])} – {S.fmt_time(r['ci95_high_s'])}",
+                                    r.get("ci_method")),
                 "iqr_pct": S.fmt_unit(ratio * 100, "%", 2), "repeats": "" if r["repeats"] != r["repeats"] else int(r["repeats"]),
                 "rel_error": S.fmt_num(r["rel_error"], 2), "rel_error_max": S.fmt_num(r["rel_error_max"], 2),
                 "threads": "" if r["threads"] != r["threads"] else int(r["threads"]),
@@ -51,7 +53,8 @@ def point_rows(tables, series) -> dict:
                        "run_id": first["run_id"], "device": first["device"], "rows": rows})
     counts = mm["status"].value_counts()
     statuses = [s for s in S.STATUS_INFO if s in counts] + sorted(set(counts.index) - set(S.STATUS_INFO))
-    return {"groups": groups, "counts": [{"status": s, "count": int(counts[s])} for s in statuses], "n": len(mm)}
+    return {"groups": groups, "counts": [{"status": s, "count": int(counts[s])} for s in statuses], "n": len(mm),
+            "ci_note": WITHIN_RUN_CI_NOTE}
 
 
 def _verdicts(points: pd.DataFrame) -> dict:
@@ -85,7 +88,8 @@ def shape_rows(tables, series, points: pd.DataFrame) -> list[dict]:
                     "name": r["shape_name"], "shape": _shape_text(r["m"], r["n"], r["k"]),
                     "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "tflops": S.fmt_num(r["tflops"]),
                     "tflops_value": None if r["tflops"] != r["tflops"] else float(r["tflops"]),
-                    "ci": _tflops_ci(lo, hi), "pct": S.fmt_unit(r["pct_of_peak"], "%"),
+                    "ci": within_run_ci(_tflops_ci(lo, hi), r.get("ci_method")),
+                    "pct": S.fmt_unit(r["pct_of_peak"], "%"),
                     "vs_square": "—" if ratio is None else f"{ratio:.2f}× (n={int(sq['n'].iloc[0])})",
                     "verdict": v["verdict"] if v else "", "status": str(r["status"]),
                     "detail": str(_cell(r["status_detail"]))})
@@ -93,7 +97,7 @@ def shape_rows(tables, series, points: pd.DataFrame) -> list[dict]:
 
 
 def shapes_context(tables, series, ctx) -> dict:
-    return {"shapes": shape_rows(tables, series, ctx["roofline_points"])}
+    return {"shapes": shape_rows(tables, series, ctx["roofline_points"]), "shapes_ci_note": WITHIN_RUN_CI_NOTE}
 
 
 def points_context(tables, series, ctx) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...reporting import tables as S
-from ...reporting.html import _cell, _shape_text, _tflops_ci
+from ...reporting.html import WITHIN_RUN_CI_NOTE, _cell, _shape_text, _tflops_ci, within_run_ci
 
 
 def search_tables(tables, series) -> dict:
@@ -20,7 +20,8 @@ def search_tables(tables, series) -> dict:
                         "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "dtype_key": r["dtype"],
                         "shape": _shape_text(r["m"], r["n"], r["k"]), "tflops": S.fmt_num(r["tflops"]),
                         "tflops_value": float(r["tflops"]),
-                        "ci": _tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
+                        "ci": within_run_ci(_tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
+                                            r.get("ci_method")),
                         "pct": S.fmt_unit(r["pct_of_peak"], "%"),
                         "shapes": f"{int(r['evaluated_shapes'])} of {int(r['grid_points'])}",
                         "share": S.fmt_unit(100 * share, "%", 2), "evaluations": int(r["evaluations"]),
@@ -37,9 +38,10 @@ def search_tables(tables, series) -> dict:
                                 "phase": str(_cell(r["phase"])),
                                 "shape": _shape_text(r["m"], r["n"], r["k"]) if r["m"] == r["m"] else "",
                                 "tflops": S.fmt_num(r["tflops"]),
-                                "ci": _tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
+                                "ci": within_run_ci(_tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
+                                                    r.get("ci_method")),
                                 "best": S.as_bool(r["best"]) is True, "status": str(r["status"])})
-    return {"summary": summary, "evaluations": evaluations}
+    return {"summary": summary, "evaluations": evaluations, "ci_note": WITHIN_RUN_CI_NOTE}
 
 
 def context(tables, series, ctx) -> dict:

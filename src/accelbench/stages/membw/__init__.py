@@ -1,7 +1,7 @@
 """The membw stage: device-local memory bandwidth (copy, triad) across sizes, and the launch-latency floor
 (``measure.py``)."""
 
-from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, cols
+from ...columns import DEVICE, DEVICE_WARMUP, FAILURES, PROVENANCE, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE, cols
 from ...plugin import Compare, Figure, Headline, Hook, Resources, Roofline, Section, Stage, Table
 
 STATUSES = ("ok", "unstable", *FAILURES)
@@ -16,13 +16,13 @@ PLUGIN = Stage(
         Table("membw", "membw_{backend}.csv",
               cols(PROVENANCE, DEVICE, (
                   "kernel", "size_bytes", "bytes_moved", "threads", "median_s", "iqr_s", "ci95_low_s",
-                  "ci95_high_s", "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps", "peak_source",
-                  "pct_of_peak", "cache_bytes", "status"), DEVICE_WARMUP),
+                  "ci95_high_s", *WITHIN_RUN_CI, "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps",
+                  "peak_source", "pct_of_peak", "cache_bytes", "status"), DEVICE_WARMUP),
               extra=("blocks", "status_detail"),
               numeric=("size_bytes", "bytes_moved", "threads", "median_s", "iqr_s", "ci95_low_s", "ci95_high_s",
                        "repeats", "gbps", "gbps_ci95_low", "gbps_ci95_high", "peak_gbps", "pct_of_peak",
-                       "cache_bytes"),
-              statuses=STATUSES, identity=("device_name", "kernel", "size_bytes"),
+                       "cache_bytes", "lag1_autocorr"),
+              statuses=STATUSES, describe=WITHIN_RUN_CI_DESCRIBE, identity=("device_name", "kernel", "size_bytes"),
               compare=Compare(median="median_s", ci=("ci95_low_s", "ci95_high_s")),
               samples="membw_{backend}_samples.parquet",
               check=Hook("accelbench.stages.membw.checks:check_membw_points"),

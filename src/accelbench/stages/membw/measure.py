@@ -18,7 +18,8 @@ the roofline (``reporting.roofline``) places every matmul point against *measure
   device synchronization, per call: the least time anything takes on this device from Python. The
   roofline calls a point ``launch_bound`` within a factor of it.
 - **Statistics**: ``measure.timing.Measurer`` (torch.utils.benchmark with the backend's synced timer, at
-  least 6 blocks, median with a distribution-free 95% interval); ``gbps`` = bytes / median / 10^9 and its
+  least 6 blocks, median with a within-run 95% interval: batch means from 50 blocks, else descriptive,
+  ``measure.blocks``); ``gbps`` = bytes / median / 10^9 and its
   interval from the time's; ``unstable`` when IQR/median > ``membw.unstable_iqr_ratio``.
 - **Peak**: ``Backend.peak_gbps`` (datasheet table ``backends.bandwidth``, or ``membw.peak_gbps``); a CPU
   is measured only. ``pct_of_peak`` where a peak is known.
@@ -83,7 +84,8 @@ def bandwidth_row(kernel: str, size_bytes: int, stats: TimingStats, unstable_iqr
     rate = gbps(moved, stats.median_s)
     row = {"kernel": kernel, "size_bytes": size_bytes, "bytes_moved": moved, "median_s": stats.median_s,
            "iqr_s": stats.iqr_s, "ci95_low_s": stats.ci95_low_s, "ci95_high_s": stats.ci95_high_s,
-           "repeats": stats.repeats, "blocks": stats.blocks, "gbps": rate,
+           "ci_method": stats.ci_method, "lag1_autocorr": stats.lag1_autocorr, "repeats": stats.repeats,
+           "blocks": stats.blocks, "gbps": rate,
            "gbps_ci95_low": gbps(moved, stats.ci95_high_s), "gbps_ci95_high": gbps(moved, stats.ci95_low_s),
            "pct_of_peak": 100 * rate / peak_gbps if peak_gbps and kernel in ARRAYS else math.nan,
            "status": "ok", "status_detail": ""}
@@ -147,7 +149,8 @@ def measure_kernel(streams, measurer, kernel: str, size_bytes: int, *, unstable_
     """One (kernel, size) row without provenance; a failure is its status."""
     nan = math.nan
     row = {"kernel": kernel, "size_bytes": size_bytes, "bytes_moved": nan, "median_s": nan, "iqr_s": nan,
-           "ci95_low_s": nan, "ci95_high_s": nan, "repeats": 0, "blocks": 0, "gbps": nan, "gbps_ci95_low": nan,
+           "ci95_low_s": nan, "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0,
+           "gbps": nan, "gbps_ci95_low": nan,
            "gbps_ci95_high": nan, "pct_of_peak": nan, "status": "ok", "status_detail": ""}
     try:
         stmt, g = streams.statement(kernel)

@@ -7,7 +7,7 @@ import pandas as pd
 from . import KERNELS
 from .roofline import device_roofs
 from ...reporting import tables as S
-from ...reporting.html import _cell, _tflops_ci
+from ...reporting.html import WITHIN_RUN_CI_NOTE, _cell, _tflops_ci, within_run_ci
 
 
 def membw_tables(tables, series) -> dict:
@@ -30,7 +30,8 @@ def membw_tables(tables, series) -> dict:
                 continue
             top = k.loc[k["size_bytes"].idxmax()]
             cells[kernel] = {"gbps": S.fmt_num(top["gbps"]),
-                             "ci": _tflops_ci(top["gbps_ci95_low"], top["gbps_ci95_high"]),
+                             "ci": within_run_ci(_tflops_ci(top["gbps_ci95_low"], top["gbps_ci95_high"]),
+                                                 top.get("ci_method")),
                              "pct": S.fmt_unit(top["pct_of_peak"], "%")}
         size = r["bandwidth_size_bytes"] if r is not None else float("nan")
         cache = pd.to_numeric(g["cache_bytes"], errors="coerce").dropna()
@@ -48,9 +49,10 @@ def membw_tables(tables, series) -> dict:
         points.append({"label": r["label"], "color": r["color"], "kernel": r["kernel"],
                        "size": ("" if r["size_bytes"] != r["size_bytes"] else
                                 f"{S.fmt_num(r['size_bytes'] / 2 ** 10)} KiB"),
-                       "gbps": S.fmt_num(r["gbps"]), "ci": _tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]),
+                       "gbps": S.fmt_num(r["gbps"]),
+                       "ci": within_run_ci(_tflops_ci(r["gbps_ci95_low"], r["gbps_ci95_high"]), r.get("ci_method")),
                        "median": S.fmt_time(r["median_s"]), "status": str(r["status"])})
-    return {"devices": devices, "points": points}
+    return {"devices": devices, "points": points, "ci_note": WITHIN_RUN_CI_NOTE}
 
 
 def context(tables, series, ctx) -> dict:

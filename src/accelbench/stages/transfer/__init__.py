@@ -1,6 +1,6 @@
 """The transfer stage: host<->device copy bandwidth, pageable and pinned (``measure.py``)."""
 
-from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, cols
+from ...columns import DEVICE, DEVICE_WARMUP, PROVENANCE, WITHIN_RUN_CI, WITHIN_RUN_CI_DESCRIBE, cols
 from ...plugin import Compare, Figure, Headline, Hook, Resources, Section, Stage, Table
 
 PLUGIN = Stage(
@@ -10,7 +10,8 @@ PLUGIN = Stage(
         Table("transfer", "transfer_{backend}.csv",
               cols(PROVENANCE, DEVICE, ("direction", "memory", "size_bytes", "median_s", "iqr_s", "repeats", "gbps",
                                         "status"), DEVICE_WARMUP),
-              extra=("ci95_low_s", "ci95_high_s", "blocks", "status_detail"),
+              extra=("ci95_low_s", "ci95_high_s", *WITHIN_RUN_CI, "blocks", "status_detail"),
+              describe=WITHIN_RUN_CI_DESCRIBE,
               numeric=("size_bytes", "median_s", "iqr_s", "repeats", "gbps"),
               identity=("device_name", "direction", "memory", "size_bytes"),
               # the stage always times with one host thread

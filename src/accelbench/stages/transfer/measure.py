@@ -81,7 +81,8 @@ def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
     backend = getattr(copies, "backend", None)
     nan = float("nan")
     row = {"direction": direction, "memory": memory, "size_bytes": nbytes, "median_s": nan, "iqr_s": nan,
-           "ci95_low_s": nan, "ci95_high_s": nan, "repeats": 0, "blocks": 0, "gbps": nan, "status": "ok",
+           "ci95_low_s": nan, "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0,
+           "gbps": nan, "status": "ok",
            "status_detail": ""}
     pinned = memory == "pinned"
     try:
@@ -98,8 +99,8 @@ def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
         row.update(status=failure_status(exc, backend), status_detail=one_line(exc))
         return row
     row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, repeats=stats.repeats, blocks=stats.blocks,
-               gbps=gbps(nbytes, stats.median_s))
+               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
+               repeats=stats.repeats, blocks=stats.blocks, gbps=gbps(nbytes, stats.median_s))
     row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     if is_unstable(stats.iqr_s, stats.median_s, unstable_iqr_ratio):
         row.update(status="unstable", status_detail=f"IQR/median {stats.iqr_ratio:.3f} > {unstable_iqr_ratio:g}")
