@@ -286,7 +286,8 @@ def replace(config, path: tuple, value):
 
 @st.composite
 def invalid(draw):
-    """(config, message must start with, message must contain): one key of a valid config mutated."""
+    """(config, message must start with (a prefix or a tuple of them), message must contain): one key of a valid
+    config mutated."""
     config = draw(VALID)
     spots = [(p, v) for p, v in leaves(config) if p]
     objects = [p for p, v in leaves(config) if isinstance(v, dict) and "properties" in schema_at(p)]
@@ -309,7 +310,11 @@ def invalid(draw):
     sub = schema_at(path)
     contains = {"enum": "allowed: " + ", ".join(map(str, sub.get("enum", []))), "shell": "is not allowed",
                 "range": "out of range", "empty": "must not be empty"}.get(kind, "")
-    return replace(config, path, bad), key_text(named_key(path)) + ":", contains
+    named = named_key(path)
+    if named != path:  # inside an alternative (anyOf): the item's own path or the alternative's key, in its words
+        return replace(config, path, bad), (key_text(path) + ":", key_text(named) + ":"), \
+            schema_at(named).get("x-allowed") or contains
+    return replace(config, path, bad), key_text(path) + ":", contains
 
 
 # ---- in-process: many examples --------------------------------------------------------------
