@@ -28,6 +28,6 @@ include: "workflow/rules/fleet.smk"
 
 
 rule all:
+    default_target: True
     input:
         REPORT_HTML,
-    default_target: True

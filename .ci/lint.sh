@@ -3,16 +3,9 @@
 # the Snakefile and workflow/, and `snakemake --lint`, where one finding is explained and allowed (below).
 # Tools: pip install -e '.[lint]' (ruff and snakefmt, their minor versions pinned: rules and style move between them).
 #
-# Wiring plan (issue 20). Not yet called by tests/run.sh: the tree is not clean yet, and cleaning it touches most
-# files, so it is done once, after the open branches are merged, in this order:
-#   1. ruff check --fix src tests bench docs/make_screenshot.py   (safe fixes only: import order, typing imports,
-#      unused noqa; never --unsafe-fixes: E712's "fix" turns pandas masks `s == True` into truthiness tests)
-#   2. the findings --fix leaves, by hand (`ruff check --statistics` lists them); a `# noqa` that carries a reason
-#      (lazy imports: tests/test_architecture.py wants a comment on each) becomes a plain comment first, because
-#      RUF100's fix drops the whole comment with the reason;
-#   3. ruff format src tests bench docs/make_screenshot.py, and snakefmt Snakefile workflow (a formatting-only
-#      commit, no behaviour change: the full suite passes before and after);
-#   4. then tests/run.sh runs `bash .ci/lint.sh` first (before pytest), and the CI image installs '.[lint]'.
+# tests/run.sh runs this first, before pytest (and so does CI). Never `ruff check --unsafe-fixes` on the whole
+# tree: E712's "fix" turns pandas masks `s == True` into truthiness tests. A `# noqa` that carries a reason must
+# be a plain comment instead (RUF100's fix drops the whole comment, reason included).
 #
 # snakemake --lint's one allowed finding:
 #   "Specify a conda environment or container for each rule": the device rules run in the backend's image

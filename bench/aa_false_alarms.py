@@ -64,10 +64,13 @@ def make_runs(workdir: Path, n: int, cores: int) -> list[str]:
         argv = ab.snakemake_argv(sys.executable, snakefile, workdir, cfg, rid, cores)
         t0 = time.monotonic()
         with open(workdir / f"{rid}.log", "w") as log:
-            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=ab.run_env(sys.executable),
-                                check=False).returncode
-        print(f"run {i}/{n} {rid}: " + (f"{time.monotonic() - t0:.0f} s" if rc == 0 else f"FAILED (exit {rc})"),
-              flush=True)
+            rc = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=ab.run_env(sys.executable), check=False
+            ).returncode
+        print(
+            f"run {i}/{n} {rid}: " + (f"{time.monotonic() - t0:.0f} s" if rc == 0 else f"FAILED (exit {rc})"),
+            flush=True,
+        )
     return [r for r in ids if (workdir / registry.RESULTS / r / registry.HISTORY_RECEIPT).is_file()]
 
 
@@ -79,12 +82,21 @@ def main() -> None:
     p.add_argument("--make-only", action="store_true", help="make the runs, judge nothing")
     p.add_argument("--runs-dir", type=Path, default=None, help="judge the runs under this results folder instead")
     p.add_argument("--ids", nargs="+", default=None, help="with --runs-dir: these run ids (default: every run)")
-    p.add_argument("--sizes", type=int, nargs="+", default=None, help="group sizes (default: 1, 2, 3, R and half the runs)")
+    p.add_argument(
+        "--sizes", type=int, nargs="+", default=None, help="group sizes (default: 1, 2, 3, R and half the runs)"
+    )
     p.add_argument("--min-effect", type=float, default=None, help="compare's min effect (default: compare's)")
-    p.add_argument("--max-splits", type=int, default=0, help="judge at most this many splits per size, drawn at "
-                   "random (default 0: every split)")
-    p.add_argument("--history", action="store_true", help="also judge 1 vs 1 with the history store's measured "
-                   "spread of the point (the two runs left out)")
+    p.add_argument(
+        "--max-splits",
+        type=int,
+        default=0,
+        help="judge at most this many splits per size, drawn at random (default 0: every split)",
+    )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="also judge 1 vs 1 with the history store's measured spread of the point (the two runs left out)",
+    )
     p.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
     args = p.parse_args()
     if args.runs_dir is None:
@@ -104,11 +116,16 @@ def main() -> None:
     store = results / registry.HISTORY_FILE
     t0 = time.monotonic()
     runs, index = load(results, ids)
-    print(f"{len(ids)} runs under {results} ({', '.join(ids)}): {len(index)} points matched in every run; "
-          f"min effect {100 * min_effect:g}%; loaded in {time.monotonic() - t0:.0f} s", flush=True)
+    print(
+        f"{len(ids)} runs under {results} ({', '.join(ids)}): {len(index)} points matched in every run; "
+        f"min effect {100 * min_effect:g}%; loaded in {time.monotonic() - t0:.0f} s",
+        flush=True,
+    )
     spread = spreads(index)
-    print("between-run spread (sd of log run medians over all runs, trusted points): median "
-          f"{100 * np.median(spread):.1f}%, largest {100 * np.max(spread):.1f}% over {len(spread)} points")
+    print(
+        "between-run spread (sd of log run medians over all runs, trusted points): median "
+        f"{100 * np.median(spread):.1f}%, largest {100 * np.max(spread):.1f}% over {len(spread)} points"
+    )
     rows = []
     for k in sizes:
         splits = list(every_split(len(ids), k))
@@ -118,21 +135,28 @@ def main() -> None:
         counts = judge_splits(runs, index, splits, min_effect)
         rows.append({"runs a side": k, "splits": len(splits), **counts})
         print(f"  {k} vs {k}: {len(splits)} splits judged", flush=True)
-    if args.history and store.is_file():  # 1 vs 1 with the spread history measured for the point (the two runs left out)
-        counts = judge_splits(runs, index, list(every_split(len(ids), 1)), min_effect,
-                              spread_of=history.spread_lookup(store, min_effect))
+    if (
+        args.history and store.is_file()
+    ):  # 1 vs 1 with the spread history measured for the point (the two runs left out)
+        counts = judge_splits(
+            runs, index, list(every_split(len(ids), 1)), min_effect, spread_of=history.spread_lookup(store, min_effect)
+        )
         rows.append({"runs a side": "1 (history spread)", "splits": len(list(every_split(len(ids), 1))), **counts})
     table = pd.DataFrame(rows)
     print(table.to_string(index=False))
     for row in rows:
         if row["runs a side"] == 1:
             claimed = row["false slower"] + row["false faster"]
-            print(f"1 vs 1 without a measured spread: {claimed} slower/faster verdict(s) of {row['comparisons']} "
-                  + ("(none, as required)" if claimed == 0 else "(MUST be none)"))
+            print(
+                f"1 vs 1 without a measured spread: {claimed} slower/faster verdict(s) of {row['comparisons']} "
+                + ("(none, as required)" if claimed == 0 else "(MUST be none)")
+            )
     worst = max((r for r in rows if r["runs a side"] != 1), key=lambda r: r["false %"], default=None)
     if worst is not None:
-        print(f"largest false-alarm share over the group sizes: {worst['false %']:.2f}% at {worst['runs a side']} a "
-              f"side (target: at most 5%)" + ("" if worst["false %"] <= 5 else " - ABOVE the target"))
+        print(
+            f"largest false-alarm share over the group sizes: {worst['false %']:.2f}% at {worst['runs a side']} a "
+            f"side (target: at most 5%)" + ("" if worst["false %"] <= 5 else " - ABOVE the target")
+        )
     if args.out:
         table.to_csv(args.out, index=False)
 
@@ -176,10 +200,12 @@ def judge_splits(runs, index: dict, splits, min_effect: float, spread_of=None, c
     the first ``check`` (split, point) pairs are also run through compare's own ``judge`` and must agree (else the
     bench stops). With ``spread_of`` (1 vs 1 with history's spread) every point goes through ``judge``."""
     keys = list(index)
-    usable = {k: [r["status"] in compare.TRUSTED and not math.isnan(compare.run_median(r)) for r in index[k]]
-              for k in keys}
-    logmed = {k: [math.log(compare.run_median(r)) if ok else math.nan for r, ok in zip(index[k], usable[k])]
-              for k in keys}
+    usable = {
+        k: [r["status"] in compare.TRUSTED and not math.isnan(compare.run_median(r)) for r in index[k]] for k in keys
+    }
+    logmed = {
+        k: [math.log(compare.run_median(r)) if ok else math.nan for r, ok in zip(index[k], usable[k])] for k in keys
+    }
     counts = dict.fromkeys(("slower", "faster", "same", "inconclusive"), 0)
     checked = 0
     for base, cand in splits:
@@ -187,8 +213,9 @@ def judge_splits(runs, index: dict, splits, min_effect: float, spread_of=None, c
         for k in keys:
             rows = index[k]
             if spread_of is not None:
-                v = compare.judge([rows[i] for i in base], [rows[i] for i in cand], min_effect, spread_of,
-                                  exclude=exclude)["verdict"]
+                v = compare.judge(
+                    [rows[i] for i in base], [rows[i] for i in cand], min_effect, spread_of, exclude=exclude
+                )["verdict"]
             else:
                 b = [logmed[k][i] for i in base if usable[k][i]]
                 c = [logmed[k][i] for i in cand if usable[k][i]]
@@ -200,11 +227,15 @@ def judge_splits(runs, index: dict, splits, min_effect: float, spread_of=None, c
                         raise SystemExit(f"aa_false_alarms: verdict {v!r} differs from compare's {ref!r} at {k}")
             counts[v] += 1
     n = sum(counts.values())
-    return {"comparisons": n, "false slower": counts["slower"], "false faster": counts["faster"],
-            "same": counts["same"], "inconclusive": counts["inconclusive"],
-            "false %": round(100 * (counts["slower"] + counts["faster"]) / n, 2) if n else math.nan,
-            "false % of judged": round(100 * (counts["slower"] + counts["faster"])
-                                       / max(1, n - counts["inconclusive"]), 2)}
+    return {
+        "comparisons": n,
+        "false slower": counts["slower"],
+        "false faster": counts["faster"],
+        "same": counts["same"],
+        "inconclusive": counts["inconclusive"],
+        "false %": round(100 * (counts["slower"] + counts["faster"]) / n, 2) if n else math.nan,
+        "false % of judged": round(100 * (counts["slower"] + counts["faster"]) / max(1, n - counts["inconclusive"]), 2),
+    }
 
 
 if __name__ == "__main__":

@@ -58,26 +58,68 @@ from accelbench.run.io import read_parquet
 DEFAULT_MIN_EFFECT = 0.05  # accelbench compare's default noise floor (docs/comparing.md)
 SLOWDOWNS = (1.05, 1.10)
 FACTORS = (1.0, *SLOWDOWNS)
-VIEWS = ("halves, random", "halves, time order", "halves, random, no floor", "halves, time order, no floor",
-         "blocks of two runs", "runs as the unit", "1 run vs 1 run")
+VIEWS = (
+    "halves, random",
+    "halves, time order",
+    "halves, random, no floor",
+    "halves, time order, no floor",
+    "blocks of two runs",
+    "runs as the unit",
+    "1 run vs 1 run",
+)
 
 
 def measure(sizes, threads: int, min_run_time: float, runs: int) -> list[dict[str, np.ndarray]]:
     """The matmul samples of ``runs`` fresh runs of one float32 config on the CPU, one after another."""
-    raw = {"run": "power", "matmul": {"sizes": sizes, "dtypes": ["float32"], "tf32": False, "fp8": False,
-                                      "min_run_time_s": min_run_time, "point_budget_s": 30.0}}
+    raw = {
+        "run": "power",
+        "matmul": {
+            "sizes": sizes,
+            "dtypes": ["float32"],
+            "tf32": False,
+            "fp8": False,
+            "min_run_time_s": min_run_time,
+            "point_budget_s": 30.0,
+        },
+    }
     check(raw)
     cfg = with_defaults(raw)
     out = []
     with tempfile.TemporaryDirectory(prefix="accelbench-power-") as tmp:
         run_file = Path(tmp) / "run.json"
-        run_file.write_text(json.dumps({"run": "power", "config": cfg, "config_hash": config_hash(cfg),
-                                        "git_commit": "bench", "accelbench_version": "bench"}))
+        run_file.write_text(
+            json.dumps(
+                {
+                    "run": "power",
+                    "config": cfg,
+                    "config_hash": config_hash(cfg),
+                    "git_commit": "bench",
+                    "accelbench_version": "bench",
+                }
+            )
+        )
         for r in range(runs):
             run_dir = Path(tmp) / f"run{r}"
-            subprocess.run([sys.executable, "-m", "accelbench", "matmul", "--run-file", str(run_file), "--backend",
-                            "cpu", "--threads", str(threads), "--out-dir", str(run_dir), "--checkpoint",
-                            str(Path(tmp) / f"ck{r}.jsonl")], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "accelbench",
+                    "matmul",
+                    "--run-file",
+                    str(run_file),
+                    "--backend",
+                    "cpu",
+                    "--threads",
+                    str(threads),
+                    "--out-dir",
+                    str(run_dir),
+                    "--checkpoint",
+                    str(Path(tmp) / f"ck{r}.jsonl"),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             out.append(points(read_parquet(run_dir / registry.SAMPLES["matmul"].filename("cpu"))))
             print(f"measured run {r + 1}/{runs}", flush=True)
     return out
@@ -100,7 +142,7 @@ def simulate(runs: int, blocks: int, phi: float, run_sd: float, block_sd: float,
             e = np.empty(blocks)
             e[0] = rng.normal(0.0, block_sd)
             for i in range(1, blocks):
-                e[i] = phi * e[i - 1] + rng.normal(0.0, block_sd * math.sqrt(1 - phi ** 2))
+                e[i] = phi * e[i - 1] + rng.normal(0.0, block_sd * math.sqrt(1 - phi**2))
             run[point] = base * np.exp(effect + e)
         out.append(run)
     return out
@@ -108,7 +150,7 @@ def simulate(runs: int, blocks: int, phi: float, run_sd: float, block_sd: float,
 
 def lag1(x: np.ndarray) -> float:
     y = np.log(x) - np.log(x).mean()
-    return float((y[:-1] * y[1:]).sum() / (y ** 2).sum()) if len(y) > 2 and (y ** 2).sum() > 0 else math.nan
+    return float((y[:-1] * y[1:]).sum() / (y**2).sum()) if len(y) > 2 and (y**2).sum() > 0 else math.nan
 
 
 def _old(base: np.ndarray, cand: np.ndarray, min_effect: float) -> str:
@@ -126,8 +168,12 @@ def judge(runs: list[dict[str, np.ndarray]], min_effect: float, group: int, max_
             perm = rng.permutation(x)
             for f in FACTORS:
                 for floor, tail in ((min_effect, ""), (0.0, ", no floor")):
-                    rows.append((f"halves, random{tail}", point, i, f, _old(perm[:half], perm[half:2 * half] * f, floor)))
-                    rows.append((f"halves, time order{tail}", point, i, f, _old(x[:half], x[half:2 * half] * f, floor)))
+                    rows.append(
+                        (f"halves, random{tail}", point, i, f, _old(perm[:half], perm[half : 2 * half] * f, floor))
+                    )
+                    rows.append(
+                        (f"halves, time order{tail}", point, i, f, _old(x[:half], x[half : 2 * half] * f, floor))
+                    )
         for i, j in itertools.permutations(range(len(series)), 2):
             for f in FACTORS:
                 rows.append(("blocks of two runs", point, (i, j), f, _old(series[i], series[j] * f, min_effect)))
@@ -136,8 +182,11 @@ def judge(runs: list[dict[str, np.ndarray]], min_effect: float, group: int, max_
             for f in FACTORS:
                 v = compare_groups([logmed[i]], [logmed[j] + math.log(f)], min_effect)["verdict"]
                 rows.append(("1 run vs 1 run", point, (i, j), f, v))
-        splits = [(b, c) for b in itertools.combinations(range(len(series)), group)
-                  for c in itertools.combinations(sorted(set(range(len(series))) - set(b)), group)]
+        splits = [
+            (b, c)
+            for b in itertools.combinations(range(len(series)), group)
+            for c in itertools.combinations(sorted(set(range(len(series))) - set(b)), group)
+        ]
         if len(splits) > max_splits:
             splits = [splits[k] for k in rng.choice(len(splits), max_splits, replace=False)]
         for b, c in splits:
@@ -152,9 +201,12 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     for view in VIEWS:
         t = table[table["view"] == view]
         null = t[t["factor"] == 1.0]
-        row = {"view": view, "comparisons": len(null),
-               "false slower %": 100 * (null["verdict"] == "slower").mean(),
-               "false faster %": 100 * (null["verdict"] == "faster").mean()}
+        row = {
+            "view": view,
+            "comparisons": len(null),
+            "false slower %": 100 * (null["verdict"] == "slower").mean(),
+            "false faster %": 100 * (null["verdict"] == "faster").mean(),
+        }
         for f in SLOWDOWNS:
             row[f"found +{round(100 * (f - 1))}% %"] = 100 * (t[t["factor"] == f]["verdict"] == "slower").mean()
         out.append(row)
@@ -167,15 +219,24 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--min-run-time", type=float, default=0.3)
-    p.add_argument("--samples", nargs="+", default=None, metavar="PARQUET",
-                   help="the matmul samples files of at least 4 runs of one config instead of measuring")
+    p.add_argument(
+        "--samples",
+        nargs="+",
+        default=None,
+        metavar="PARQUET",
+        help="the matmul samples files of at least 4 runs of one config instead of measuring",
+    )
     p.add_argument("--simulate", action="store_true", help="AR(1) blocks plus a run effect instead of measuring")
     p.add_argument("--blocks", type=int, default=30, help="--simulate: blocks per point")
     p.add_argument("--phi", type=float, default=0.3, help="--simulate: lag-1 autocorrelation of log block times")
     p.add_argument("--run-sd", type=float, default=0.08, help="--simulate: sd of the run effect (log)")
     p.add_argument("--block-sd", type=float, default=0.03, help="--simulate: sd of log block times within a run")
-    p.add_argument("--group", type=int, default=None, help="runs per side in the runs-as-the-unit view (default: "
-                   "half the runs, at most accelbench ab's default R)")
+    p.add_argument(
+        "--group",
+        type=int,
+        default=None,
+        help="runs per side in the runs-as-the-unit view (default: half the runs, at most accelbench ab's default R)",
+    )
     p.add_argument("--max-splits", type=int, default=500)
     p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT)
     p.add_argument("--seed", type=int, default=0)
@@ -186,8 +247,10 @@ def main() -> None:
         source = f"{len(runs)} runs from --samples"
     elif args.simulate:
         runs = simulate(args.runs, args.blocks, args.phi, args.run_sd, args.block_sd, rng)
-        source = (f"{args.runs} simulated runs: AR(1) phi={args.phi}, block sd {args.block_sd}, run effect sd "
-                  f"{args.run_sd}, {args.blocks} blocks")
+        source = (
+            f"{args.runs} simulated runs: AR(1) phi={args.phi}, block sd {args.block_sd}, run effect sd "
+            f"{args.run_sd}, {args.blocks} blocks"
+        )
     else:
         runs = measure(args.sizes, args.threads, args.min_run_time, args.runs)
         source = f"{args.runs} measured runs, float32 n={args.sizes}, {args.threads} thread(s)"
@@ -200,25 +263,40 @@ def main() -> None:
     group = args.group or max(2, min(DEFAULT_RUNS, len(runs) // 2))
     table = judge(runs, args.min_effect, group, args.max_splits, rng)
     common = sorted(set.intersection(*(set(r) for r in runs)))
-    print(f"{source}; points: {', '.join(common)}; min effect {100 * args.min_effect:g}%; runs as the unit: "
-          f"{group} vs {group}")
-    print("lag-1 autocorrelation of log block times, per point (median over runs): "
-          + ", ".join(f"{pt}: {np.nanmedian([lag1(r[pt]) for r in runs]):.2f}" for pt in common))
+    print(
+        f"{source}; points: {', '.join(common)}; min effect {100 * args.min_effect:g}%; runs as the unit: "
+        f"{group} vs {group}"
+    )
+    print(
+        "lag-1 autocorrelation of log block times, per point (median over runs): "
+        + ", ".join(f"{pt}: {np.nanmedian([lag1(r[pt]) for r in runs]):.2f}" for pt in common)
+    )
     spread = [np.std(np.log([np.median(r[pt]) for r in runs]), ddof=1) for pt in common]
-    print("between-run spread (sd of log run medians), per point: "
-          + ", ".join(f"{pt}: {100 * s:.1f}%" for pt, s in zip(common, spread)))
+    print(
+        "between-run spread (sd of log run medians), per point: "
+        + ", ".join(f"{pt}: {100 * s:.1f}%" for pt, s in zip(common, spread))
+    )
     print(summary(table).round(1).to_string(index=False))
     s = summary(table).set_index("view")
     rand = s.loc["halves, random, no floor", "false slower %"] + s.loc["halves, random, no floor", "false faster %"]
-    timed = (s.loc["halves, time order, no floor", "false slower %"]
-             + s.loc["halves, time order, no floor", "false faster %"])
-    print(f"pseudo-replication check (the within-run interval with no floor, nominal 5%): false verdicts between "
-          f"time-ordered halves {timed:.1f}% vs random halves {rand:.1f}%: "
-          + ("the blocks of one run are NOT exchangeable: the within-run interval is too narrow"
-             if timed > max(10.0, 2 * rand) else "no sign of dependence between the blocks of a run"))
+    timed = (
+        s.loc["halves, time order, no floor", "false slower %"]
+        + s.loc["halves, time order, no floor", "false faster %"]
+    )
+    print(
+        f"pseudo-replication check (the within-run interval with no floor, nominal 5%): false verdicts between "
+        f"time-ordered halves {timed:.1f}% vs random halves {rand:.1f}%: "
+        + (
+            "the blocks of one run are NOT exchangeable: the within-run interval is too narrow"
+            if timed > max(10.0, 2 * rand)
+            else "no sign of dependence between the blocks of a run"
+        )
+    )
     lone = s.loc["1 run vs 1 run"]
-    print(f"1 run vs 1 run: {lone['false slower %'] + lone['false faster %']:.1f}% slower/faster at factor 1, "
-          f"{lone['found +10% %']:.1f}% slower at +10% (with no measured spread: must be 0 and 0)")
+    print(
+        f"1 run vs 1 run: {lone['false slower %'] + lone['false faster %']:.1f}% slower/faster at factor 1, "
+        f"{lone['found +10% %']:.1f}% slower at +10% (with no measured spread: must be 0 and 0)"
+    )
 
 
 if __name__ == "__main__":

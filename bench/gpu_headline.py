@@ -56,9 +56,12 @@ def pick_device() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto", help="auto (first accelerator, else cpu), cuda:0, ...")
-    p.add_argument("--dtypes", nargs="+", help=f"default {ACCELERATOR_DTYPES} on an accelerator, {CPU_DTYPES} on the CPU")
-    p.add_argument("--sizes", type=int, nargs="+", help=f"default {ACCELERATOR_SIZES} on an accelerator, "
-                                                        f"{CPU_SIZES} on the CPU")
+    p.add_argument(
+        "--dtypes", nargs="+", help=f"default {ACCELERATOR_DTYPES} on an accelerator, {CPU_DTYPES} on the CPU"
+    )
+    p.add_argument(
+        "--sizes", type=int, nargs="+", help=f"default {ACCELERATOR_SIZES} on an accelerator, {CPU_SIZES} on the CPU"
+    )
     p.add_argument("--min-run-time", type=float, default=0.3)
     p.add_argument("--point-budget-s", type=float, default=20.0)
     p.add_argument("--which-device", action="store_true", help="print the device that would be measured, exit")
@@ -79,14 +82,20 @@ def main() -> None:
     defaults = with_defaults({})
     warm = warm_device(backend, device, defaults[registry.WARMUP.config_key])
     print(f"KEY device {device}: {info.get('name')} (torch {torch.__version__}; {warm.describe(device)})", flush=True)
-    settings = Settings(min_run_time_s=args.min_run_time, point_budget_s=args.point_budget_s,
-                        unstable_iqr_ratio=0.1, rotate_inputs=True,
-                        rel_error_max=dict(defaults[MATMUL.config_key]["rel_error_max"]), seed=0, threads=threads)
+    settings = Settings(
+        min_run_time_s=args.min_run_time,
+        point_budget_s=args.point_budget_s,
+        unstable_iqr_ratio=0.1,
+        rotate_inputs=True,
+        rel_error_max=dict(defaults[MATMUL.config_key]["rel_error_max"]),
+        seed=0,
+        threads=threads,
+    )
     measurer = Measurer(backend.synced_timer(device), min_run_time_s=args.min_run_time, threads=threads)
     rows = []
     for dtype in dtypes:
         peak = peak_safe(backend, info, dtype, threads, {})
-        for fast_accum in ((False, True) if dtype == "float8_e4m3fn" else (False,)):
+        for fast_accum in (False, True) if dtype == "float8_e4m3fn" else (False,):
             kernels = TorchMatmul(device, backend, info=info, seed=0, measurer=measurer, fp8_fast_accum=fast_accum)
             accum = f" use_fast_accum={'on' if fast_accum else 'off'}" if dtype == "float8_e4m3fn" else ""
             previous = None
@@ -95,12 +104,17 @@ def main() -> None:
                 rows.append({"device": device, "device_name": info.get("name"), **row})
                 if math.isfinite(row["median_s"]):
                     previous = (n, row["median_s"])
-                pct = f"{row['pct_of_peak']:.1f}% of {row['peak_tflops']:g}" \
-                    if math.isfinite(row["pct_of_peak"]) else "peak unknown"
+                pct = (
+                    f"{row['pct_of_peak']:.1f}% of {row['peak_tflops']:g}"
+                    if math.isfinite(row["pct_of_peak"])
+                    else "peak unknown"
+                )
                 detail = f": {row['status_detail']}" if row["status_detail"] else ""
-                print(f"KEY headline {device} {dtype} ({row['torch_dtype'] or '?'}){accum} n={n}: "
-                      f"{row['tflops']:.4g} TFLOP/s, {pct}, rel_error {row['rel_error']:.2g}, {row['status']}{detail}",
-                      flush=True)
+                print(
+                    f"KEY headline {device} {dtype} ({row['torch_dtype'] or '?'}){accum} n={n}: "
+                    f"{row['tflops']:.4g} TFLOP/s, {pct}, rel_error {row['rel_error']:.2g}, {row['status']}{detail}",
+                    flush=True,
+                )
             kernels.free()
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -28,10 +28,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_headline import pick_device
-
 from accelbench import backends
 from accelbench.measure import telemetry as tm
+from gpu_headline import pick_device
 
 
 def fmt(x, unit="", spec=".4g") -> str:
@@ -67,8 +66,10 @@ def main() -> None:
     if reader.missing:
         print(f"KEY nvml {device}: missing: " + "; ".join(f"{k}: {v}" for k, v in reader.missing.items()))
     idle = reader.read(time.perf_counter())
-    print(f"KEY nvml {device} idle: clock {fmt(idle.clock_mhz, ' MHz')}, power {fmt(idle.power_w, ' W')}, "
-          f"temp {fmt(idle.temp_c, ' C')}")
+    print(
+        f"KEY nvml {device} idle: clock {fmt(idle.clock_mhz, ' MHz')}, power {fmt(idle.power_w, ' W')}, "
+        f"temp {fmt(idle.temp_c, ' C')}"
+    )
     reader.close()
     n, dtype = (256, torch.float32) if on_cpu else (args.n, torch.bfloat16)
     a = torch.randn(n, n, device=device, dtype=dtype)
@@ -85,17 +86,21 @@ def main() -> None:
             calls += 8
     cols = window.columns()
     seconds = window.duration_s or args.load_s
-    tflops = 2 * n ** 3 * calls / seconds / 1e12
-    print(f"KEY nvml {device} under {str(dtype).split('.')[-1]} {n}^3 for {seconds:.3g} s ({tflops:.4g} TFLOP/s, "
-          f"{cols['telemetry_samples']} readings): clock median {fmt(cols['clock_mhz_median'], ' MHz')} "
-          f"(min {fmt(cols['clock_mhz_min'], ' MHz')}, settled {cols['clock_settled']}), power median "
-          f"{fmt(cols['power_w_median'], ' W')} ({cols['power_source'] or 'n/a'}), temp max "
-          f"{fmt(cols['temp_c_max'], ' C')}, energy {fmt(cols['energy_j'], ' J')} ({cols['energy_source'] or 'n/a'}), "
-          f"throttle {cols['throttle_reasons'] if cols['throttled'] is not None else 'unknown'} "
-          f"(throttled {cols['throttled']}), too short for: {cols['telemetry_too_short_for'] or 'nothing'}")
+    tflops = 2 * n**3 * calls / seconds / 1e12
+    print(
+        f"KEY nvml {device} under {str(dtype).split('.')[-1]} {n}^3 for {seconds:.3g} s ({tflops:.4g} TFLOP/s, "
+        f"{cols['telemetry_samples']} readings): clock median {fmt(cols['clock_mhz_median'], ' MHz')} "
+        f"(min {fmt(cols['clock_mhz_min'], ' MHz')}, settled {cols['clock_settled']}), power median "
+        f"{fmt(cols['power_w_median'], ' W')} ({cols['power_source'] or 'n/a'}), temp max "
+        f"{fmt(cols['temp_c_max'], ' C')}, energy {fmt(cols['energy_j'], ' J')} ({cols['energy_source'] or 'n/a'}), "
+        f"throttle {cols['throttle_reasons'] if cols['throttled'] is not None else 'unknown'} "
+        f"(throttled {cols['throttled']}), too short for: {cols['telemetry_too_short_for'] or 'nothing'}"
+    )
     step = counter_step_s(window.readings)
-    print(f"KEY nvml {device}: energy counter steps every {fmt(None if step is None else step * 1e3, ' ms', '.3g')} "
-          f"(median; resolution {1e3 / args.hz:.3g} ms at {args.hz:g} Hz)")
+    print(
+        f"KEY nvml {device}: energy counter steps every {fmt(None if step is None else step * 1e3, ' ms', '.3g')} "
+        f"(median; resolution {1e3 / args.hz:.3g} ms at {args.hz:g} Hz)"
+    )
     telemetry.close()
 
 

@@ -31,8 +31,16 @@ import yaml
 
 from accelbench import registry
 
-HEADLINE_COLUMNS = ("tflops", "tflops_median", "mfu", "mfu_pct", "mfu_percent", "tokens_per_s", "samples_per_s",
-                    "speedup")
+HEADLINE_COLUMNS = (
+    "tflops",
+    "tflops_median",
+    "mfu",
+    "mfu_pct",
+    "mfu_percent",
+    "tokens_per_s",
+    "samples_per_s",
+    "speedup",
+)
 PLACEHOLDERS = ("results", "run_dir", "backend", "pipeline_results")
 
 
@@ -47,7 +55,7 @@ def step_config(path: Path, step: str, stage: str) -> dict:
     declared = getattr(registry.STAGES[stage], "gpu_check", None) or {}
     from accelbench.run.config import load_schema
 
-    known = set((load_schema().get("properties") or {}))
+    known = set(load_schema().get("properties") or {})
     mine = own.get("config") or {}
     dropped = sorted(k for k in mine if k not in known)
     if dropped:
@@ -64,8 +72,11 @@ def fill(argv: list, values: dict) -> list[str]:
         for k in PLACEHOLDERS:
             text = text.replace("{" + k + "}", str(values[k]))
         if "{" in text or "}" in text:
-            raise SystemExit(f"gpu_stage: argv element {a!r}: only " + ", ".join("{" + k + "}" for k in PLACEHOLDERS)
-                             + " are filled in")
+            raise SystemExit(
+                f"gpu_stage: argv element {a!r}: only "
+                + ", ".join("{" + k + "}" for k in PLACEHOLDERS)
+                + " are filled in"
+            )
         out.append(text)
     return out
 
@@ -87,12 +98,28 @@ def headline_lines(stage: str, run_dir: Path, backend: str) -> list[str]:
         cols = [c for c in HEADLINE_COLUMNS if c in df]
         if not cols:
             continue
-        ident = [c for c in df.columns if c in ("device", "dtype", "workload", "mode", "compile", "compiled",
-                                                "shape_name", "seq_len", "batch_size", "n")]
+        ident = [
+            c
+            for c in df.columns
+            if c
+            in (
+                "device",
+                "dtype",
+                "workload",
+                "mode",
+                "compile",
+                "compiled",
+                "shape_name",
+                "seq_len",
+                "batch_size",
+                "n",
+            )
+        ]
         for _, r in df.head(6).iterrows():
             what = " ".join(f"{c}={r[c]}" for c in ident)
-            nums = ", ".join(f"{c} {float(r[c]):.4g}" for c in cols if isinstance(r[c], (int, float))
-                             and math.isfinite(float(r[c])))
+            nums = ", ".join(
+                f"{c} {float(r[c]):.4g}" for c in cols if isinstance(r[c], (int, float)) and math.isfinite(float(r[c]))
+            )
             lines.append(f"  {stage} {what}: {nums or 'no number'} ({r.get('status', '?')})")
     return lines
 
@@ -109,15 +136,20 @@ def main() -> int:
     candidates = [c for c in args.stage.split(",") if c]
     stage = find_stage(candidates)
     if stage is None:
-        print(f"KEY {args.step}: not available in this build (no stage {' or '.join(candidates)} in "
-              f"accelbench.registry.STAGES)")
+        print(
+            f"KEY {args.step}: not available in this build (no stage {' or '.join(candidates)} in "
+            f"accelbench.registry.STAGES)"
+        )
         return 0
     backend = args.backend
     if backend == "auto":
         import torch
 
-        backend = "cuda" if torch.cuda.is_available() and torch.version.hip is None else \
-            ("rocm" if torch.cuda.is_available() else "cpu")
+        backend = (
+            "cuda"
+            if torch.cuda.is_available() and torch.version.hip is None
+            else ("rocm" if torch.cuda.is_available() else "cpu")
+        )
     cfg = step_config(Path(args.config), args.step, stage)
     results = Path(args.results)
     run_id = f"gpu-check-{args.step}".replace("_", "-")
@@ -126,17 +158,41 @@ def main() -> int:
     kind = registry.STAGES[stage].kind
     py = [sys.executable, "-m", "accelbench.cli"]
     if cfg["argv"]:
-        argv = py + fill(cfg["argv"], {"results": results, "run_dir": run_dir, "backend": backend,
-                                       "pipeline_results": args.pipeline_results or results})
+        argv = py + fill(
+            cfg["argv"],
+            {
+                "results": results,
+                "run_dir": run_dir,
+                "backend": backend,
+                "pipeline_results": args.pipeline_results or results,
+            },
+        )
     elif kind in ("device", "run"):
         config = {"run": run_id, "backends": [backend], **cfg["config"]}
-        info = subprocess.run(py + ["run-info", "--config-json", json.dumps(config), "--run", run_id,
-                                    "--out", str(run_dir / registry.RUN_FILE)])
+        info = subprocess.run(
+            py
+            + [
+                "run-info",
+                "--config-json",
+                json.dumps(config),
+                "--run",
+                run_id,
+                "--out",
+                str(run_dir / registry.RUN_FILE),
+            ]
+        )
         if info.returncode != 0:
             print(f"KEY {args.step}: {stage}: run-info failed (exit {info.returncode}): its config in {args.config}?")
             return info.returncode
-        argv = py + [stage, "--run-file", str(run_dir / registry.RUN_FILE), "--backend", backend,
-                     "--out-dir", str(run_dir)]
+        argv = py + [
+            stage,
+            "--run-file",
+            str(run_dir / registry.RUN_FILE),
+            "--backend",
+            backend,
+            "--out-dir",
+            str(run_dir),
+        ]
     else:
         print(f"KEY {args.step}: {stage} is a {kind} stage and {args.config} gives it no argv: not run")
         return 0

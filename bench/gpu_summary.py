@@ -32,8 +32,14 @@ def _num(x, fmt=".4g") -> str:
 
 def table_lines(run: Path) -> list[str]:
     out = []
-    backends = sorted({m.group("backend") for t in registry.RUN_TABLES for f in run.iterdir()
-                       if (m := registry.TABLES[t].pattern.match(f.name))})
+    backends = sorted(
+        {
+            m.group("backend")
+            for t in registry.RUN_TABLES
+            for f in run.iterdir()
+            if (m := registry.TABLES[t].pattern.match(f.name))
+        }
+    )
     for name in registry.RUN_TABLES:
         table = registry.TABLES[name]
         for backend in backends:
@@ -72,7 +78,7 @@ def main() -> None:
         for line in table_lines(run):
             print(f"KEY {line}")
     report = results / "report.html"
-    print(f"KEY report: {report.stat().st_size / 2 ** 20:.1f} MiB" if report.exists() else "KEY report: not written")
+    print(f"KEY report: {report.stat().st_size / 2**20:.1f} MiB" if report.exists() else "KEY report: not written")
 
 
 if __name__ == "__main__":

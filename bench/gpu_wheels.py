@@ -52,12 +52,33 @@ ROOTS = ("snakemake", "jsonschema")
 
 # In the device image already (the device tool's description of the lent machine), as far as the closure goes.
 DEVICE_HAS = {
-    "attrs", "certifi", "charset-normalizer", "idna", "jinja2", "markupsafe", "psutil", "pyyaml",
-    "requests", "tabulate", "urllib3", "wrapt", "numpy", "pandas", "six", "python-dateutil", "pygments",
+    "attrs",
+    "certifi",
+    "charset-normalizer",
+    "idna",
+    "jinja2",
+    "markupsafe",
+    "psutil",
+    "pyyaml",
+    "requests",
+    "tabulate",
+    "urllib3",
+    "wrapt",
+    "numpy",
+    "pandas",
+    "six",
+    "python-dateutil",
+    "pygments",
 }
 
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux_2_5_x86_64", "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def norm(name: str) -> str:
@@ -66,10 +87,17 @@ def norm(name: str) -> str:
 
 def target_environment(python_version: str) -> dict:
     """PEP 508 marker values for CPython ``python_version`` on Linux x86_64 (the device machine)."""
-    return {"python_version": python_version, "python_full_version": f"{python_version}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-            "os_name": "posix", "extra": ""}
+    return {
+        "python_version": python_version,
+        "python_full_version": f"{python_version}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "os_name": "posix",
+        "extra": "",
+    }
 
 
 def closure(roots=ROOTS, python_version: str = "3.12") -> tuple[dict[str, str | None], list[str]]:
@@ -104,11 +132,14 @@ def check_tags(wheel: str, python_version: str = "3.12") -> str | None:
     _, _, _, tags = parse_wheel_filename(wheel)
     for tag in tags:
         interpreter_ok = tag.interpreter in {"py3", "cp3", cp, "py" + python_version.replace(".", "")} or (
-            tag.abi == "abi3" and tag.interpreter.startswith("cp3")
-            and int(tag.interpreter[3:] or 0) <= int(python_version.split(".")[1]))
+            tag.abi == "abi3"
+            and tag.interpreter.startswith("cp3")
+            and int(tag.interpreter[3:] or 0) <= int(python_version.split(".")[1])
+        )
         abi_ok = tag.abi in {"none", "abi3", cp}
-        platform_ok = tag.platform == "any" or (tag.platform.startswith("manylinux")
-                                                and tag.platform.endswith("x86_64"))
+        platform_ok = tag.platform == "any" or (
+            tag.platform.startswith("manylinux") and tag.platform.endswith("x86_64")
+        )
         if interpreter_ok and abi_ok and platform_ok:
             return None
     return f"{wheel}: tags {sorted(str(t) for t in tags)} are not {cp} manylinux x86_64 (nor pure Python)"
@@ -156,11 +187,28 @@ def verify(python: str, carried: Path, image: Path, python_version: str) -> None
         targets = {}
         for name, folder in (("image", image), ("carried", carried)):
             target = Path(tmp) / name
-            subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                            "--target", str(target), *map(str, sorted(folder.glob("*.whl")))], check=True)
+            subprocess.run(
+                [
+                    python,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-index",
+                    "--no-deps",
+                    "--no-compile",
+                    "--target",
+                    str(target),
+                    *map(str, sorted(folder.glob("*.whl"))),
+                ],
+                check=True,
+            )
             targets[name] = target
-        env = {**os.environ, "PYTHONPATH": f"{targets['carried']}{os.pathsep}{targets['image']}",
-               "PYTHONNOUSERSITE": "1"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{targets['carried']}{os.pathsep}{targets['image']}",
+            "PYTHONNOUSERSITE": "1",
+        }
         subprocess.run([python, "-s", "-c", VERIFY.format(pv=python_version)], check=True, env=env)
         got = subprocess.run([python, "-s", "-m", "snakemake", "--version"], env=env, capture_output=True, text=True)
         if got.returncode != 0:
@@ -173,8 +221,11 @@ def main() -> None:
     p.add_argument("--python-version", default="3.12")
     p.add_argument("--dest", default=".gpu-wheels")
     p.add_argument("--verify", metavar="PYTHON", help="a CPython of --python-version: install and import there")
-    p.add_argument("--image-dest", default=".gpu-wheels-image",
-                   help="with --verify: where the image stand-in's wheels go (not carried)")
+    p.add_argument(
+        "--image-dest",
+        default=".gpu-wheels-image",
+        help="with --verify: where the image stand-in's wheels go (not carried)",
+    )
     args = p.parse_args()
     pins, _ = closure(python_version=args.python_version)
     carried = {n: v for n, v in pins.items() if n not in DEVICE_HAS}
@@ -184,8 +235,11 @@ def main() -> None:
     if bad:
         raise SystemExit("gpu_wheels: " + "; ".join(bad))
     size = sum(w.stat().st_size for w in wheels)
-    print(f"{len(wheels)} wheels for CPython {args.python_version} manylinux x86_64 in {dest} "
-          f"({size / 2**20:.1f} MiB), tags checked: " + " ".join(f"{n}=={v or 'newest'}" for n, v in sorted(carried.items())))
+    print(
+        f"{len(wheels)} wheels for CPython {args.python_version} manylinux x86_64 in {dest} "
+        f"({size / 2**20:.1f} MiB), tags checked: "
+        + " ".join(f"{n}=={v or 'newest'}" for n, v in sorted(carried.items()))
+    )
     if len(wheels) != len(carried):
         raise SystemExit(f"gpu_wheels: {len(carried)} packages but {len(wheels)} wheels")
     if args.verify:

@@ -57,7 +57,7 @@ from accelbench.stages.matmul.measure import TorchMatmul, warmup_calls
 
 
 def gflops(n: int, seconds: float) -> float:
-    return 2 * n ** 3 / seconds / 1e9
+    return 2 * n**3 / seconds / 1e9
 
 
 def numpy_blas() -> tuple[str, object]:
@@ -66,8 +66,11 @@ def numpy_blas() -> tuple[str, object]:
         import threadpoolctl
 
         info = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
-        desc = "; ".join(f"{i.get('internal_api')} {i.get('version')} kernel={i.get('architecture')} "
-                         f"threads={i.get('num_threads')} ({os.path.basename(i.get('filepath', ''))})" for i in info)
+        desc = "; ".join(
+            f"{i.get('internal_api')} {i.get('version')} kernel={i.get('architecture')} "
+            f"threads={i.get('num_threads')} ({os.path.basename(i.get('filepath', ''))})"
+            for i in info
+        )
         return desc or "unknown BLAS", threadpoolctl
     except ImportError:
         cfg = np.show_config(mode="dicts") if "mode" in np.show_config.__code__.co_varnames else {}
@@ -76,8 +79,9 @@ def numpy_blas() -> tuple[str, object]:
         return f"{name} (install threadpoolctl to see the kernel)", None
 
 
-def run_accelbench(n: int, threads: int, min_run_time: float, rotate: bool, device: str = "cpu",
-                   dtype: str = "float32") -> float:
+def run_accelbench(
+    n: int, threads: int, min_run_time: float, rotate: bool, device: str = "cpu", dtype: str = "float32"
+) -> float:
     backend = backends.for_device(device)
     m = Measurer(backend.synced_timer(device), min_run_time_s=min_run_time, threads=threads)
     k = TorchMatmul(device, backend, measurer=m, seed=0, rotate=rotate)
@@ -115,8 +119,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--min-run-time", type=float, default=0.3)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--gap-s", type=float, default=0.3,
-                   help="idle seconds before each measurement (spinning BLAS/OpenMP threads go to sleep)")
+    p.add_argument(
+        "--gap-s",
+        type=float,
+        default=0.3,
+        help="idle seconds before each measurement (spinning BLAS/OpenMP threads go to sleep)",
+    )
     p.add_argument("--device", default="cpu", help="cpu, cuda:0, ... (numpy joins on the CPU only)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = p.parse_args()
@@ -136,13 +144,15 @@ def main() -> None:
         methods["numpy"] = lambda n: run_numpy(n, args.threads, args.min_run_time, threadpoolctl)
     print(f"device={dev} dtype={dt}")
     names = list(methods)
-    print(f"{'n':>6} " + " ".join(f"{m:>17}" for m in names) + f" {'acc/best':>9}"
-          f"   (GFLOP/s, median of {args.rounds} interleaved rounds; range = (max - min) / median)")
+    print(
+        f"{'n':>6} " + " ".join(f"{m:>17}" for m in names) + f" {'acc/best':>9}"
+        f"   (GFLOP/s, median of {args.rounds} interleaved rounds; range = (max - min) / median)"
+    )
     parts = {"harness": [], "library": [], "rotation": [], "total": []}
     for n in args.sizes:
         got = {m: [] for m in names}
         for r in range(args.rounds):
-            for m in names[r % len(names):] + names[: r % len(names)]:  # rotate the order every round
+            for m in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order every round
                 time.sleep(args.gap_s)
                 got[m].append(methods[m](n))
         med = {m: statistics.median(v) for m, v in got.items()}
@@ -159,9 +169,13 @@ def main() -> None:
         return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
     # accelbench/best = harness x library x rotation, size by size: where each percent goes.
-    print(f"harness:  accelbench without rotation / bare torch.utils.benchmark (same operands): "
-          f"{geomean(parts['harness']):.3f}")
-    print(f"library:  bare torch.utils.benchmark / best (torch's BLAS against numpy's): {geomean(parts['library']):.3f}")
+    print(
+        f"harness:  accelbench without rotation / bare torch.utils.benchmark (same operands): "
+        f"{geomean(parts['harness']):.3f}"
+    )
+    print(
+        f"library:  bare torch.utils.benchmark / best (torch's BLAS against numpy's): {geomean(parts['library']):.3f}"
+    )
     print(f"rotation: accelbench / accelbench without rotation (cache-cold operands): {geomean(parts['rotation']):.3f}")
     print(f"ratio accelbench/best (geometric mean over sizes, target >= 0.97): {geomean(parts['total']):.3f}")
 

@@ -37,22 +37,53 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=10.0, help="matmul.point_budget_s")
     args = p.parse_args()
 
-    sweep = {"sizes": args.sizes, "dtypes": ["float32"], "tf32": False, "fp8": False,
-             "min_run_time_s": args.min_run_time, "point_budget_s": args.budget}
+    sweep = {
+        "sizes": args.sizes,
+        "dtypes": ["float32"],
+        "tf32": False,
+        "fp8": False,
+        "min_run_time_s": args.min_run_time,
+        "point_budget_s": args.budget,
+    }
     raw = {"run": "spread", MATMUL.config_key: sweep}
     check(raw)
     cfg = with_defaults(raw)
     frames = []
     with tempfile.TemporaryDirectory(prefix="accelbench-spread-") as tmp:
         run_file = Path(tmp) / "run.json"
-        run_file.write_text(json.dumps({"run": "spread", "config": cfg, "config_hash": config_hash(cfg),
-                                        "git_commit": "bench", "accelbench_version": "bench"}))
+        run_file.write_text(
+            json.dumps(
+                {
+                    "run": "spread",
+                    "config": cfg,
+                    "config_hash": config_hash(cfg),
+                    "git_commit": "bench",
+                    "accelbench_version": "bench",
+                }
+            )
+        )
         for r in range(args.runs):
             run_dir = Path(tmp) / f"run{r}"
-            subprocess.run([sys.executable, "-m", "accelbench", MATMUL.name, "--run-file", str(run_file),
-                            "--backend", "cpu", "--threads", str(args.threads), "--out-dir", str(run_dir),
-                            "--checkpoint", str(Path(tmp) / f"ck_{r}.jsonl")],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "accelbench",
+                    MATMUL.name,
+                    "--run-file",
+                    str(run_file),
+                    "--backend",
+                    "cpu",
+                    "--threads",
+                    str(args.threads),
+                    "--out-dir",
+                    str(run_dir),
+                    "--checkpoint",
+                    str(Path(tmp) / f"ck_{r}.jsonl"),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             out = run_dir / registry.TABLES[MATMUL.tables[0].name].filename("cpu")  # its sweep
             df = pd.read_csv(out)
             df["run"] = r
@@ -62,16 +93,20 @@ def main() -> None:
     df = pd.concat(frames)
     df["iqr_ratio"] = df["iqr_s"] / df["median_s"]
     g = df.groupby("n")
-    table = pd.DataFrame({
-        "runs": g["tflops"].count(),
-        "tflops_min": g["tflops"].min(),
-        "tflops_median": g["tflops"].median(),
-        "tflops_max": g["tflops"].max(),
-        "cv_pct": 100 * g["tflops"].std(ddof=1) / g["tflops"].mean(),
-        "within_run_iqr_pct": 100 * g["iqr_ratio"].median(),
-        "not_ok": g["status"].apply(lambda s: int((s != "ok").sum())),
-        "max_pair_change_pct": g["tflops"].apply(lambda t: 100 * (t.max() / t.min() - 1) if t.min() > 0 else float("nan")),
-    })
+    table = pd.DataFrame(
+        {
+            "runs": g["tflops"].count(),
+            "tflops_min": g["tflops"].min(),
+            "tflops_median": g["tflops"].median(),
+            "tflops_max": g["tflops"].max(),
+            "cv_pct": 100 * g["tflops"].std(ddof=1) / g["tflops"].mean(),
+            "within_run_iqr_pct": 100 * g["iqr_ratio"].median(),
+            "not_ok": g["status"].apply(lambda s: int((s != "ok").sum())),
+            "max_pair_change_pct": g["tflops"].apply(
+                lambda t: 100 * (t.max() / t.min() - 1) if t.min() > 0 else float("nan")
+            ),
+        }
+    )
     print(f"threads={args.threads} min_run_time_s={args.min_run_time}")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))
     print(f"worst run-to-run CV over sizes: {table['cv_pct'].max():.2f}%")

@@ -45,8 +45,9 @@ def copy_run(source: Path, results: Path, run_id: str, factor: float = 1.0, when
     info = json.loads((source / registry.RUN_FILE).read_text())
     old = str(info.get("run") or source.name)
     dest = results / run_id
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("logs", "checkpoints", "work",
-                                                                registry.HISTORY_RECEIPT))
+    shutil.copytree(
+        source, dest, ignore=shutil.ignore_patterns("logs", "checkpoints", "work", registry.HISTORY_RECEIPT)
+    )
     info["run"] = run_id
     if isinstance(info.get("config"), dict):
         info["config"]["run"] = run_id
@@ -74,8 +75,12 @@ def copy_run(source: Path, results: Path, run_id: str, factor: float = 1.0, when
 
 def make_copies(source: Path, results: Path, n: int) -> list[Path]:
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    return [copy_run(source, results, f"night-{i:04d}", STEP if i >= int(n * STEP_AT) and n > 1 else 1.0,
-                     t0 + timedelta(days=i)) for i in range(n)]
+    return [
+        copy_run(
+            source, results, f"night-{i:04d}", STEP if i >= int(n * STEP_AT) and n > 1 else 1.0, t0 + timedelta(days=i)
+        )
+        for i in range(n)
+    ]
 
 
 def timed(argv: list[str], cwd: Path) -> tuple[float, float, int, float]:
@@ -85,13 +90,19 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, float, int, float]:
     step is one thread."""
     report = cwd / "time.txt"
     t = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", str(report), *argv], cwd=cwd,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%M %U %S", "-o", str(report), *argv],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t
     if proc.returncode:
         print(f"  {' '.join(argv[2:4])}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
     kib, user, system = report.read_text().strip().splitlines()[-1].split()
-    return wall, int(kib) / 1024 ** 2, proc.returncode, float(user) + float(system)  # KiB -> GiB
+    return wall, int(kib) / 1024**2, proc.returncode, float(user) + float(system)  # KiB -> GiB
 
 
 def fixture_source(where: Path) -> Path:
@@ -118,14 +129,26 @@ def bench(source: Path, n: int, work: Path) -> dict:
     p = timed([*py, "plots", "--aggregate-dir", str(agg), "--out-dir", str(plots)], work)
     r = timed([*py, "report", "--aggregate-dir", str(agg), "--plots-dir", str(plots), "--out", str(html)], work)
     report = html.read_text() if html.is_file() else ""
-    row = {"runs": n, "copy_s": round(copy_s, 1), "history_add_s": round(add_s, 1), "history_add_gb": round(add_gb, 2),
-           "aggregate_s": round(a[0], 1), "aggregate_gb": round(a[1], 2), "plots_s": round(p[0], 1),
-           "plots_gb": round(p[1], 2), "report_s": round(r[0], 1), "report_gb": round(r[1], 2),
-           "total_s": round(a[0] + p[0] + r[0], 1), "total_cpu_s": round(a[3] + p[3] + r[3], 1),
-           "load_avg": round(os.getloadavg()[0], 1), "peak_gb": round(max(a[1], p[1], r[1]), 2),
-           "report_mb": round(html.stat().st_size / 1e6, 2) if html.is_file() else None,
-           "store_mb": round((results / registry.HISTORY_FILE).stat().st_size / 1e6, 1),
-           "history_shown": 'id="history-table"' in report, "ok": not (a[2] or p[2] or r[2])}
+    row = {
+        "runs": n,
+        "copy_s": round(copy_s, 1),
+        "history_add_s": round(add_s, 1),
+        "history_add_gb": round(add_gb, 2),
+        "aggregate_s": round(a[0], 1),
+        "aggregate_gb": round(a[1], 2),
+        "plots_s": round(p[0], 1),
+        "plots_gb": round(p[1], 2),
+        "report_s": round(r[0], 1),
+        "report_gb": round(r[1], 2),
+        "total_s": round(a[0] + p[0] + r[0], 1),
+        "total_cpu_s": round(a[3] + p[3] + r[3], 1),
+        "load_avg": round(os.getloadavg()[0], 1),
+        "peak_gb": round(max(a[1], p[1], r[1]), 2),
+        "report_mb": round(html.stat().st_size / 1e6, 2) if html.is_file() else None,
+        "store_mb": round((results / registry.HISTORY_FILE).stat().st_size / 1e6, 1),
+        "history_shown": 'id="history-table"' in report,
+        "ok": not (a[2] or p[2] or r[2]),
+    }
     shutil.rmtree(results, ignore_errors=True)
     return row
 

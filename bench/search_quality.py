@@ -82,7 +82,7 @@ class FakeKernels:
         return False
 
     def probe(self, dtype, m):
-        return 2.0 * m ** 3 / (self.model.tflops(m, m, m) * 1e12)
+        return 2.0 * m**3 / (self.model.tflops(m, m, m) * 1e12)
 
     def check(self, dtype, size):
         return 1e-7
@@ -101,8 +101,16 @@ def measure_shape(kernels, measurer, dtype, shape, settings, peak, min_run_time_
     """TFLOP/s of one shape measured as the search measures it (NaN when not trustworthy)."""
     kernels.measurer = measurer
     measurer.min_run_time_s = min_run_time_s
-    row = measure_point(kernels, dtype=dtype, n=shape[1], m=shape[0], k=shape[2], shape_name="",
-                        settings=replace(settings, min_run_time_s=min_run_time_s, point_budget_s=60.0), peak=peak)
+    row = measure_point(
+        kernels,
+        dtype=dtype,
+        n=shape[1],
+        m=shape[0],
+        k=shape[2],
+        shape_name="",
+        settings=replace(settings, min_run_time_s=min_run_time_s, point_budget_s=60.0),
+        peak=peak,
+    )
     return float(row["tflops"]) if row["status"] in ("ok", "unstable") else math.nan
 
 
@@ -122,14 +130,32 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1, help="searches to run (their spread is printed)")
     p.add_argument("--no-exhaustive", action="store_true")
     p.add_argument("--fake", action="store_true", help="search a synthetic device with a known optimum")
-    p.add_argument("--cache-mb", type=float, default=None,
-                   help="last-level cache the rotation must overflow (default: the CPU's, from sysfs); for smoke runs")
+    p.add_argument(
+        "--cache-mb",
+        type=float,
+        default=None,
+        help="last-level cache the rotation must overflow (default: the CPU's, from sysfs); for smoke runs",
+    )
     args = p.parse_args()
 
     axis = {"min": args.min, "max": args.max, "step": args.step}
-    cfg = with_defaults({MATMUL.config_key: {"min_run_time_s": args.confirm_run_time, "search": {
-        "enabled": True, "dtypes": [args.dtype], "m": axis, "n": axis, "k": axis, "budget_s": args.budget_s,
-        "min_run_time_s": args.min_run_time, "confirm": args.confirm}}})
+    cfg = with_defaults(
+        {
+            MATMUL.config_key: {
+                "min_run_time_s": args.confirm_run_time,
+                "search": {
+                    "enabled": True,
+                    "dtypes": [args.dtype],
+                    "m": axis,
+                    "n": axis,
+                    "k": axis,
+                    "budget_s": args.budget_s,
+                    "min_run_time_s": args.min_run_time,
+                    "confirm": args.confirm,
+                },
+            }
+        }
+    )
     search_cfg = cfg[MATMUL.config_key]["search"]
     space = shape_search.Space.from_config(search_cfg)
     settings = Settings.from_config(cfg, args.threads)
@@ -143,25 +169,39 @@ def main() -> None:
         info = backend.device_info(args.device)
         timer = backend.synced_timer(args.device)
         measurer = Measurer(timer, min_run_time_s=args.min_run_time, threads=args.threads)
-        measurers = {"screen": measurer,
-                     "confirm": Measurer(timer, min_run_time_s=args.confirm_run_time, threads=args.threads)}
+        measurers = {
+            "screen": measurer,
+            "confirm": Measurer(timer, min_run_time_s=args.confirm_run_time, threads=args.threads),
+        }
         kernels = TorchMatmul(args.device, backend, measurer=measurer, info=info, seed=0, reuse_operands=True)
         if args.cache_mb:
-            kernels._cache_bytes = int(args.cache_mb * 1024 ** 2)
+            kernels._cache_bytes = int(args.cache_mb * 1024**2)
         peak = peak_safe(backend, info, args.dtype, args.threads, {})
         clock = time.monotonic
-        print(f"device: {args.device} {info['name']}, {args.threads} threads, {args.dtype}, "
-              f"torch {torch.__version__}")
-    print(f"grid: m, n, k in {args.min}..{args.max} step {args.step}: {space.size} shapes; "
-          f"screening {args.min_run_time:g} s, confirmation {args.confirm_run_time:g} s per shape", flush=True)
+        print(f"device: {args.device} {info['name']}, {args.threads} threads, {args.dtype}, torch {torch.__version__}")
+    print(
+        f"grid: m, n, k in {args.min}..{args.max} step {args.step}: {space.size} shapes; "
+        f"screening {args.min_run_time:g} s, confirmation {args.confirm_run_time:g} s per shape",
+        flush=True,
+    )
 
     found = []
     for r in range(args.repeats):
         t0 = clock()
-        rows = search_device_dtype(kernels, dtype=args.dtype, space=space, search_cfg=search_cfg, settings=settings,
-                                   peak=peak, base={"device": args.device}, checkpoint=_NoCheckpoint(),
-                                   config_hash="bench",
-                                   measurers=measurers, clock=clock, log=lambda s: None)
+        rows = search_device_dtype(
+            kernels,
+            dtype=args.dtype,
+            space=space,
+            search_cfg=search_cfg,
+            settings=settings,
+            peak=peak,
+            base={"device": args.device},
+            checkpoint=_NoCheckpoint(),
+            config_hash="bench",
+            measurers=measurers,
+            clock=clock,
+            log=lambda s: None,
+        )
         took = clock() - t0
         best = next((row for row in rows if row.get("best")), None)
         shapes = rows[0]["evaluated_shapes"] if rows else 0
@@ -170,16 +210,21 @@ def main() -> None:
             continue
         shape = (int(best["m"]), int(best["n"]), int(best["k"]))
         found.append((shape, float(best["tflops"])))
-        print(f"search {r + 1}: best {shape[0]}x{shape[1]}x{shape[2]} {best['tflops']:.4g} TFLOP/s "
-              f"(95% CI {best['tflops_ci95_low']:.4g}-{best['tflops_ci95_high']:.4g}); {shapes} shapes "
-              f"= {100 * shapes / space.size:.1f}% of the grid, {len(rows)} measurements; "
-              f"{took:.1f} s of {args.budget_s:g} s ({rows[0]['stop_reason']})", flush=True)
+        print(
+            f"search {r + 1}: best {shape[0]}x{shape[1]}x{shape[2]} {best['tflops']:.4g} TFLOP/s "
+            f"(95% CI {best['tflops_ci95_low']:.4g}-{best['tflops_ci95_high']:.4g}); {shapes} shapes "
+            f"= {100 * shapes / space.size:.1f}% of the grid, {len(rows)} measurements; "
+            f"{took:.1f} s of {args.budget_s:g} s ({rows[0]['stop_reason']})",
+            flush=True,
+        )
     if not found:
         raise SystemExit("the search found no trustworthy point")
     if len(found) > 1:
         values = [t for _, t in found]
-        print(f"searches: best TFLOP/s min {min(values):.4g} / median {statistics.median(values):.4g} / "
-              f"max {max(values):.4g} over {len(values)} runs")
+        print(
+            f"searches: best TFLOP/s min {min(values):.4g} / median {statistics.median(values):.4g} / "
+            f"max {max(values):.4g} over {len(values)} runs"
+        )
     if args.no_exhaustive:
         return
 
@@ -188,21 +233,31 @@ def main() -> None:
         model = kernels.model
         ex = shape_search.exhaustive(space, lambda s, ph: (model.tflops(*s), {}))
         winner, shape = ex.best.score, found[0][0]
-        print(f"exhaustive: best {ex.best.shape[0]}x{ex.best.shape[1]}x{ex.best.shape[2]} {winner:.4g} TFLOP/s "
-              f"({space.size} shapes)")
-        print(f"ratio best-found/exhaustive-best: {model.tflops(*shape) / winner:.4f} "
-              f"(share of evaluations: {100 * rows[0]['evaluated_shapes'] / space.size:.2f}%)")
+        print(
+            f"exhaustive: best {ex.best.shape[0]}x{ex.best.shape[1]}x{ex.best.shape[2]} {winner:.4g} TFLOP/s "
+            f"({space.size} shapes)"
+        )
+        print(
+            f"ratio best-found/exhaustive-best: {model.tflops(*shape) / winner:.4f} "
+            f"(share of evaluations: {100 * rows[0]['evaluated_shapes'] / space.size:.2f}%)"
+        )
         return
     kernels.reserve(args.dtype, Shape(*space.largest()))
     with kernels.mode(args.dtype):
-        screened = [(s, measure_shape(kernels, measurer, args.dtype, s, settings, peak, args.min_run_time))
-                    for s in (space.shape(i) for i in space.all_indices())]
-        top = sorted((x for x in screened if math.isfinite(x[1])), key=lambda x: -x[1])[:args.confirm]
-        confirmed = [(s, measure_shape(kernels, measurer, args.dtype, s, settings, peak, args.confirm_run_time))
-                     for s, _ in top]
+        screened = [
+            (s, measure_shape(kernels, measurer, args.dtype, s, settings, peak, args.min_run_time))
+            for s in (space.shape(i) for i in space.all_indices())
+        ]
+        top = sorted((x for x in screened if math.isfinite(x[1])), key=lambda x: -x[1])[: args.confirm]
+        confirmed = [
+            (s, measure_shape(kernels, measurer, args.dtype, s, settings, peak, args.confirm_run_time)) for s, _ in top
+        ]
     ex_shape, ex_tflops = max(confirmed, key=lambda x: x[1] if math.isfinite(x[1]) else -1)
-    print(f"exhaustive: best {ex_shape[0]}x{ex_shape[1]}x{ex_shape[2]} {ex_tflops:.4g} TFLOP/s (confirmed); "
-          f"{space.size} shapes in {clock() - t0:.0f} s", flush=True)
+    print(
+        f"exhaustive: best {ex_shape[0]}x{ex_shape[1]}x{ex_shape[2]} {ex_tflops:.4g} TFLOP/s (confirmed); "
+        f"{space.size} shapes in {clock() - t0:.0f} s",
+        flush=True,
+    )
 
     search_shape = max(found, key=lambda x: x[1])[0]
     share = 100 * rows[0]["evaluated_shapes"] / space.size
@@ -213,17 +268,22 @@ def main() -> None:
     rounds = {"search": [], "exhaustive": []}
     with kernels.mode(args.dtype):
         for r in range(args.rounds):
-            for name in (("search", "exhaustive") if r % 2 == 0 else ("exhaustive", "search")):
-                rounds[name].append(measure_shape(kernels, measurer, args.dtype, pair[name], settings, peak,
-                                                  args.confirm_run_time))
+            for name in ("search", "exhaustive") if r % 2 == 0 else ("exhaustive", "search"):
+                rounds[name].append(
+                    measure_shape(kernels, measurer, args.dtype, pair[name], settings, peak, args.confirm_run_time)
+                )
     for name in ("search", "exhaustive"):
         v = [x for x in rounds[name] if math.isfinite(x)]
         s = pair[name]
-        print(f"{name:>10} {s[0]}x{s[1]}x{s[2]}: median {statistics.median(v):.4g} TFLOP/s over {len(v)} rounds "
-              f"(min {min(v):.4g}, max {max(v):.4g})")
+        print(
+            f"{name:>10} {s[0]}x{s[1]}x{s[2]}: median {statistics.median(v):.4g} TFLOP/s over {len(v)} rounds "
+            f"(min {min(v):.4g}, max {max(v):.4g})"
+        )
     ratios = [a / b for a, b in zip(rounds["search"], rounds["exhaustive"]) if math.isfinite(a) and math.isfinite(b)]
-    print(f"ratio best-found/exhaustive-best: {statistics.median(ratios):.3f} (per round {min(ratios):.3f}-"
-          f"{max(ratios):.3f}; share of evaluations: {share:.1f}%)")
+    print(
+        f"ratio best-found/exhaustive-best: {statistics.median(ratios):.3f} (per round {min(ratios):.3f}-"
+        f"{max(ratios):.3f}; share of evaluations: {share:.1f}%)"
+    )
 
 
 if __name__ == "__main__":

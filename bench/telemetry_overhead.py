@@ -39,7 +39,7 @@ from accelbench.stages.matmul.measure import TorchMatmul, warmup_calls
 
 
 def gflops(n: int, seconds: float) -> float:
-    return 2 * n ** 3 / seconds / 1e9
+    return 2 * n**3 / seconds / 1e9
 
 
 def measure(kernels: TorchMatmul, n: int, dtype: str, telemetry: tm.DeviceTelemetry | None) -> tuple[float, int]:
@@ -78,8 +78,10 @@ def main() -> None:
     backend = backends.for_device(args.device)
     reader = backend.telemetry_reader(args.device).open()
     telemetry = tm.DeviceTelemetry(backend.telemetry_reader(args.device), args.hz)
-    print(f"torch {torch.__version__} threads={args.threads} device={args.device} dtype={args.dtype} "
-          f"hz={args.hz:g} source={reader.source}")
+    print(
+        f"torch {torch.__version__} threads={args.threads} device={args.device} dtype={args.dtype} "
+        f"hz={args.hz:g} source={reader.source}"
+    )
     print(f"sensors read: {', '.join(reader.found) or 'none'}; missing: {', '.join(reader.missing) or 'none'}")
     if not reader.any:
         print("no sensor on this device: the sampler never starts, so there is nothing to measure")
@@ -87,15 +89,17 @@ def main() -> None:
     print(f"one reading: {cost:.1f} us (at {args.hz:g} Hz: {cost * args.hz / 1e4:.3f}% of one core)")
     measurer = Measurer(backend.synced_timer(args.device), min_run_time_s=args.min_run_time, threads=args.threads)
     kernels = TorchMatmul(args.device, backend, measurer=measurer, seed=0)
-    print(f"{'n':>6} {'off GFLOP/s':>12} {'on GFLOP/s':>12} {'on/off':>7} {'readings':>9} {'best on/off':>12}"
-          f"   (medians of {args.rounds} paired rounds; on/off: median of the pairs' ratios; "
-          "range = (max - min) / median)")
+    print(
+        f"{'n':>6} {'off GFLOP/s':>12} {'on GFLOP/s':>12} {'on/off':>7} {'readings':>9} {'best on/off':>12}"
+        f"   (medians of {args.rounds} paired rounds; on/off: median of the pairs' ratios; "
+        "range = (max - min) / median)"
+    )
     ratios = []
     for n in args.sizes:
         got = {"off": [], "on": []}
         readings = []
         for r in range(args.rounds):
-            for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):  # alternate which goes first
+            for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):  # alternate which goes first
                 time.sleep(args.gap_s)
                 value, k = measure(kernels, n, args.dtype, telemetry if mode == "on" else None)
                 got[mode].append(value)
@@ -105,13 +109,18 @@ def main() -> None:
         ratios.append(statistics.median(on / off for on, off in zip(got["on"], got["off"])))
         best = max(got["on"]) / max(got["off"])
         spread = {m: (max(v) - min(v)) / med[m] for m, v in got.items()}
-        print(f"{n:>6} {med['off']:>12.2f} {med['on']:>12.2f} {ratios[-1]:>7.3f} {statistics.median(readings):>9.0f}"
-              f" {best:>12.3f}   range off {spread['off']:.0%}, on {spread['on']:.0%}", flush=True)
+        print(
+            f"{n:>6} {med['off']:>12.2f} {med['on']:>12.2f} {ratios[-1]:>7.3f} {statistics.median(readings):>9.0f}"
+            f" {best:>12.3f}   range off {spread['off']:.0%}, on {spread['on']:.0%}",
+            flush=True,
+        )
     sampler = telemetry.sampler
     if sampler is not None and sampler.window_s > 0:
-        print(f"sampler thread CPU time: {sampler.thread_cpu_s:.3f} s over {sampler.window_s:.1f} s of windows = "
-              f"{100 * sampler.thread_cpu_s / sampler.window_s:.3f}% of one core (what it takes from the "
-              f"measurement, whatever else runs on the machine)")
+        print(
+            f"sampler thread CPU time: {sampler.thread_cpu_s:.3f} s over {sampler.window_s:.1f} s of windows = "
+            f"{100 * sampler.thread_cpu_s / sampler.window_s:.3f}% of one core (what it takes from the "
+            f"measurement, whatever else runs on the machine)"
+        )
     telemetry.close()
     reader.close()
     geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))

@@ -21,7 +21,7 @@ from accelbench.measure import blocks
 
 
 def ar1(rng, n: int, phi: float, burn: int = 200) -> np.ndarray:
-    e = rng.standard_normal(n + burn) * math.sqrt(1 - phi ** 2)
+    e = rng.standard_normal(n + burn) * math.sqrt(1 - phi**2)
     return signal.lfilter([1.0], [1.0, -phi], e)[burn:]
 
 

@@ -17,8 +17,11 @@ ROOT=$PWD
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm,kubernetes,docs]'
+.venv/bin/pip install -q torch==2.13.0 -e '.[test,slurm,kubernetes,docs,lint]'
 export PATH="$ROOT/.venv/bin:$PATH"
+
+# 1b. Lint first (seconds): ruff, ruff format, snakefmt, snakemake --lint (.ci/lint.sh says what is allowed)
+bash .ci/lint.sh
 
 # 2. System tools for the real-tool tests: Podman (containers), SLURM (cluster), Chromium (report)
 if [ "$QUICK" = 1 ]; then

@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from tiny_config import AB_TINY
-from workflow_runner import REPO
 
 from accelbench import cli, registry
 from accelbench.run import ab
 from accelbench.run.config import ConfigError
+from tiny_config import AB_TINY
+from workflow_runner import REPO
 
 # ---------------------------------------------------------------------------------------------- the order
 
@@ -97,8 +97,23 @@ def test_each_side_gets_its_own_argv_config_and_interpreter(tmp_path):
     a = write(tmp_path / "a.yaml", {"backends": ["cpu"], "cpu_threads": 2})
     b = write(tmp_path / "b.yaml", {"backends": ["cpu"], "cpu_threads": 1})
     py_b = fake_python(tmp_path / "venv-b")
-    plan = ab.build_plan(args_for(tmp_path, "--baseline-config", str(a), "--candidate-config", str(b),
-                                  "--candidate-python", str(py_b), "--runs", "2", "--name", "x", "--cores", "2"))
+    plan = ab.build_plan(
+        args_for(
+            tmp_path,
+            "--baseline-config",
+            str(a),
+            "--candidate-config",
+            str(b),
+            "--candidate-python",
+            str(py_b),
+            "--runs",
+            "2",
+            "--name",
+            "x",
+            "--cores",
+            "2",
+        )
+    )
     steps = plan.steps()
     assert [s["run_id"] for s in steps] == ["x-a-01", "x-b-01", "x-a-02", "x-b-02"]
     for s in steps:
@@ -108,8 +123,11 @@ def test_each_side_gets_its_own_argv_config_and_interpreter(tmp_path):
         assert argv[:3] == [python, "-m", "snakemake"]
         assert argv[argv.index("-s") + 1] == str(REPO / "Snakefile")
         assert argv[argv.index("--directory") + 1] == str(tmp_path)
-        assert argv[argv.index("--configfile") + 1] == s["config"] == str(tmp_path / "results" / "ab" / "x" /
-                                                                           f"{s['run_id']}.yaml")
+        assert (
+            argv[argv.index("--configfile") + 1]
+            == s["config"]
+            == str(tmp_path / "results" / "ab" / "x" / f"{s['run_id']}.yaml")
+        )
         assert "--replace-workflow-config" in argv and argv[argv.index("--cores") + 1] == "2"
         assert argv[-1] == f"results/{s['run_id']}/{registry.HISTORY_RECEIPT}"
     assert plan.sides["a"].raw["cpu_threads"] == 2 and plan.sides["b"].raw["cpu_threads"] == 1
@@ -118,8 +136,9 @@ def test_each_side_gets_its_own_argv_config_and_interpreter(tmp_path):
 
 
 def test_the_side_file_is_merged_over_the_workdir_config_as_snakemake_does(tmp_path):
-    write(tmp_path / "config.yaml", {"backends": ["cpu"], "matmul": {"sizes": [64], "dtypes": ["float32"]},
-                                     "run": "base"})
+    write(
+        tmp_path / "config.yaml", {"backends": ["cpu"], "matmul": {"sizes": [64], "dtypes": ["float32"]}, "run": "base"}
+    )
     a = write(tmp_path / "a.yaml", {"matmul": {"sizes": [128]}})
     plan = ab.build_plan(args_for(tmp_path, "--baseline-config", str(a), "--runs", "1"))
     assert plan.sides["a"].raw["matmul"] == {"sizes": [128], "dtypes": ["float32"]}
@@ -129,10 +148,24 @@ def test_the_side_file_is_merged_over_the_workdir_config_as_snakemake_does(tmp_p
 
 def test_two_images_set_every_backends_image_and_take_it_as_is(tmp_path):
     a = write(tmp_path / "a.yaml", {"backends": ["cpu"], "container": {"runtime": "apptainer"}})
-    plan = ab.build_plan(args_for(tmp_path, "--baseline-config", str(a), "--baseline-image", "docker://x/torch:2.5",
-                                  "--candidate-image", "/images/torch-2.6.sif", "--runs", "1"))
-    assert plan.sides["a"].raw["container"] == {"runtime": "apptainer", "images": {"cpu": "docker://x/torch:2.5"},
-                                                "build": False}
+    plan = ab.build_plan(
+        args_for(
+            tmp_path,
+            "--baseline-config",
+            str(a),
+            "--baseline-image",
+            "docker://x/torch:2.5",
+            "--candidate-image",
+            "/images/torch-2.6.sif",
+            "--runs",
+            "1",
+        )
+    )
+    assert plan.sides["a"].raw["container"] == {
+        "runtime": "apptainer",
+        "images": {"cpu": "docker://x/torch:2.5"},
+        "build": False,
+    }
     assert plan.sides["b"].raw["container"]["images"] == {"cpu": "/images/torch-2.6.sif"}
     argv = plan.steps()[0]["argv"]
     assert argv[argv.index("--sdm") + 1] == "apptainer"  # snakemake runs the rules in the image
@@ -245,8 +278,9 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
 def test_a_tiny_interleaved_ab_makes_four_runs_and_a_verdict(tmp_path, capsys):
     """Two runs a side of the tiny config, A B A B, each a real snakemake run; then the group compare."""
     cfg = write(tmp_path / "tiny.yaml", copy.deepcopy(AB_TINY))
-    rc = cli.main(["ab", "--workdir", str(tmp_path), "--baseline-config", str(cfg), "--runs", "2", "--name", "t",
-                   "--cores", "2"])
+    rc = cli.main(
+        ["ab", "--workdir", str(tmp_path), "--baseline-config", str(cfg), "--runs", "2", "--name", "t", "--cores", "2"]
+    )
     out = capsys.readouterr().out
     assert rc in (0, 1), out
     results = tmp_path / "results"
@@ -254,7 +288,9 @@ def test_a_tiny_interleaved_ab_makes_four_runs_and_a_verdict(tmp_path, capsys):
     for rid in ids:
         info = json.loads((results / rid / registry.RUN_FILE).read_text())
         assert info["run"] == rid
-        assert (results / rid / registry.DEVICES_FILE).is_file() and (results / rid / registry.HISTORY_RECEIPT).is_file()
+        assert (results / rid / registry.DEVICES_FILE).is_file() and (
+            results / rid / registry.HISTORY_RECEIPT
+        ).is_file()
     record = json.loads((results / "ab" / "t" / ab.PLAN_FILE).read_text())
     assert record["order"] == ids and all(r["ok"] for r in record["runs"])
     finished = [(results / rid / registry.HISTORY_RECEIPT).stat().st_mtime for rid in ids]

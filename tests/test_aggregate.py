@@ -10,11 +10,17 @@ import pandas as pd
 import pytest
 
 from accelbench import registry
+from accelbench.cli import main
 from accelbench.reporting.aggregate import TABLES, aggregate, expected_files
 from accelbench.run.config import with_defaults
-from accelbench.cli import main
-from fixture_runs import (add_absent_backend, corrupt, make_pre_telemetry, write_cpu_run, write_cuda_run,
-                          write_fixture_results)
+from fixture_runs import (
+    add_absent_backend,
+    corrupt,
+    make_pre_telemetry,
+    write_cpu_run,
+    write_cuda_run,
+    write_fixture_results,
+)
 
 
 def run_aggregate(results: Path, *flags: str) -> tuple[int, dict, Path]:
@@ -91,16 +97,32 @@ def test_runs_and_devices_tables(two_runs):
 
 def test_expected_files_follow_the_config():
     assert expected_files({"backends": ["cpu"]}) == [
-        "warmup_cpu.csv", "matmul_cpu.csv", "amp_cpu_steps.csv", "amp_cpu_trials.csv", "amp_cpu_summary.csv"]
+        "warmup_cpu.csv",
+        "matmul_cpu.csv",
+        "amp_cpu_steps.csv",
+        "amp_cpu_trials.csv",
+        "amp_cpu_summary.csv",
+    ]
     # a run made since scaling existed (its stored config has the key) has the scaling tables
     assert expected_files({"backends": ["cpu"], "scaling": {}})[-4:] == [
-        "scaling_cpu_trials.csv", "scaling_cpu.csv", "collectives_cpu.csv", "peer_copy_cpu.csv"]
+        "scaling_cpu_trials.csv",
+        "scaling_cpu.csv",
+        "collectives_cpu.csv",
+        "peer_copy_cpu.csv",
+    ]
     assert "transfer_cuda.csv" in expected_files({"backends": ["cpu", "cuda"]})
     assert "transfer_cpu.csv" not in expected_files({"backends": ["cpu", "cuda"]})
     # a run made since telemetry existed (its stored config has the key) also has the soak and the series
     assert expected_files({"backends": ["cpu"], "telemetry": {"hz": 20}}) == [
-        "warmup_cpu.csv", "matmul_cpu.csv", "matmul_soak_cpu.csv", "telemetry_matmul_cpu.csv", "amp_cpu_steps.csv",
-        "amp_cpu_trials.csv", "amp_cpu_summary.csv", "telemetry_amp_cpu.csv"]
+        "warmup_cpu.csv",
+        "matmul_cpu.csv",
+        "matmul_soak_cpu.csv",
+        "telemetry_matmul_cpu.csv",
+        "amp_cpu_steps.csv",
+        "amp_cpu_trials.csv",
+        "amp_cpu_summary.csv",
+        "telemetry_amp_cpu.csv",
+    ]
 
 
 def test_a_run_from_before_telemetry_still_aggregates(tmp_path):
@@ -124,14 +146,17 @@ def test_a_run_from_before_telemetry_still_aggregates(tmp_path):
     assert "clock_mhz_median" in registry.ADDED_COLUMNS and "median_s" not in registry.ADDED_COLUMNS
 
 
-@pytest.mark.parametrize("how,kind", [
-    ("truncate", "truncated"),
-    ("cut_rows", "missing_points"),
-    ("ragged", "ragged"),
-    ("empty", "empty_file"),
-    ("drop_column", "missing_columns"),
-    ("garbage", "corrupted"),
-])
+@pytest.mark.parametrize(
+    "how,kind",
+    [
+        ("truncate", "truncated"),
+        ("cut_rows", "missing_points"),
+        ("ragged", "ragged"),
+        ("empty", "empty_file"),
+        ("drop_column", "missing_columns"),
+        ("garbage", "corrupted"),
+    ],
+)
 def test_damaged_csv_is_found_and_named(two_runs, capsys, how, kind):
     damaged = two_runs / "gpu-node-h100" / "matmul_cuda.csv"
     corrupt(damaged, how)
@@ -145,8 +170,9 @@ def test_damaged_csv_is_found_and_named(two_runs, capsys, how, kind):
 
 
 @pytest.mark.parametrize("kind", ["truncate", "ragged", "cut_rows"])
-@pytest.mark.parametrize("table_file", ["warmup_cpu.csv", "amp_cpu_steps.csv", "amp_cpu_trials.csv",
-                                        "amp_cpu_summary.csv"])
+@pytest.mark.parametrize(
+    "table_file", ["warmup_cpu.csv", "amp_cpu_steps.csv", "amp_cpu_trials.csv", "amp_cpu_summary.csv"]
+)
 def test_damage_in_any_table(two_runs, kind, table_file):
     damaged = two_runs / "laptop-cpu" / table_file
     before = len(pd.read_csv(damaged))
@@ -256,17 +282,21 @@ def test_absent_backend_is_complete_data(tmp_path):
 
     tables = load_tables(out)
     assert list(S.series(tables)["device"]) == ["cpu"]  # no colour for a device that does not exist
-    assert S.cpu_speedup(tables["matmul"]).empty and S.amp_verdicts(tables["amp_summary"])["device"].tolist() == [
-        "cpu"] * 4  # one verdict per workload: mlp, transformer, gpt, resnet
+    assert (
+        S.cpu_speedup(tables["matmul"]).empty
+        and S.amp_verdicts(tables["amp_summary"])["device"].tolist() == ["cpu"] * 4
+    )  # one verdict per workload: mlp, transformer, gpt, resnet
     import matplotlib.pyplot as plt
 
     figures = make_figures(tables)
-    assert "No accelerator measured" in " ".join(t.get_text() for t in figures["speedup"].findobj(
-        match=lambda o: hasattr(o, "get_text")))
+    assert "No accelerator measured" in " ".join(
+        t.get_text() for t in figures["speedup"].findobj(match=lambda o: hasattr(o, "get_text"))
+    )
     plt.close("all")
 
 
 # ---- shapes, the search and memory bandwidth ---------------------------------------------------------------
+
 
 def test_a_configured_shape_without_its_row_is_named(two_runs):
     path = two_runs / "gpu-node-h100" / "matmul_cuda.csv"
@@ -312,8 +342,10 @@ def test_membw_file_cut_short_is_named(two_runs):
     corrupt(path, "cut_rows")  # the last three rows: the largest size's triad and copy of the one before
     rc, manifest, _ = run_aggregate(two_runs)
     assert rc == 1
-    assert any(p["kind"] == "missing_points" and "copy and triad" in p["message"] and p["file"] == str(path)
-               for p in manifest["problems"])
+    assert any(
+        p["kind"] == "missing_points" and "copy and triad" in p["message"] and p["file"] == str(path)
+        for p in manifest["problems"]
+    )
 
 
 def test_search_without_a_configured_dtype_is_named(two_runs):
@@ -324,4 +356,5 @@ def test_search_without_a_configured_dtype_is_named(two_runs):
     rc, manifest, _ = run_aggregate(two_runs)
     assert rc == 1
     assert [p["message"] for p in manifest["problems"] if p["file"] == str(path)] == [
-        "cuda:0: no search row for dtype(s) float16 (file cut short?)"]
+        "cuda:0: no search row for dtype(s) float16 (file cut short?)"
+    ]

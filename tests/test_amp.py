@@ -21,12 +21,16 @@ from accelbench import backends, registry
 from accelbench.backends import BackendUnavailable
 from accelbench.backends.cpu import precision_note
 from accelbench.run.config import ConfigError, config_hash, with_defaults
-from accelbench.stages.amp.config_check import check_amp_config
 from accelbench.run.io import Checkpoint
 from accelbench.stages import common
 from accelbench.stages.amp import measure as amp
+from accelbench.stages.amp.config_check import check_amp_config
 from accelbench.stages.amp.stats import (
-    faster_verdict, paired_diff_ci, parity_verdict, speedup_ci, summarize_trials,
+    faster_verdict,
+    paired_diff_ci,
+    parity_verdict,
+    speedup_ci,
+    summarize_trials,
 )
 
 TINY_AMP = {
@@ -83,6 +87,7 @@ def tiny_cfg(**changes) -> dict:
 
 # ------------------------------------------------------------------ real CPU trials
 
+
 @pytest.mark.parametrize("workload", ["mlp", "transformer"])
 def test_fp32_and_bf16_trials_both_learn_from_identical_starts(workload):
     cfg = tiny_cfg()
@@ -100,7 +105,7 @@ def test_fp32_and_bf16_trials_both_learn_from_identical_starts(workload):
         assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), (mode, losses)
         assert row["test_acc"] > row["majority_acc"] + 0.1, (mode, row["test_acc"], row["majority_acc"])
         assert sum(s["warmup"] for s in steps) == cfg["warmup_steps"]
-        assert row["step_median_s"] == pytest.approx(np.median([s["step_s"] for s in steps[cfg["warmup_steps"]:]]))
+        assert row["step_median_s"] == pytest.approx(np.median([s["step_s"] for s in steps[cfg["warmup_steps"] :]]))
         assert row["samples_per_s"] == pytest.approx(cfg["batch_size"] / row["step_median_s"])
         assert row["mem_kind"] in ("rss", "rss_process_peak") and row["peak_mem_bytes"] > 0
         assert row["skipped_steps"] == 0 and math.isnan(row["final_scale"])  # bf16: no GradScaler
@@ -131,8 +136,15 @@ def test_fp16_gradscaler_scale_history_and_skipped_steps(monkeypatch):
 
     steps: list = []
     monkeypatch.setitem(amp.WORKLOADS, "mlp", planted)
-    row = amp.run_trial(amp.Trial("cpu", "cpu", "c", "mlp", "amp_fp16", 0), cfg, amp.make_data("mlp", cfg, 0, torch),
-                        policy, backend=CPU, threads=1, steps_out=steps)
+    row = amp.run_trial(
+        amp.Trial("cpu", "cpu", "c", "mlp", "amp_fp16", 0),
+        cfg,
+        amp.make_data("mlp", cfg, 0, torch),
+        policy,
+        backend=CPU,
+        threads=1,
+        steps_out=steps,
+    )
     assert row["status"] == "ok" and row["amp_dtype"] == "float16"
     assert [s["skipped"] for s in steps] == [False, False, True, False, False, False]
     scales = [s["scale"] for s in steps]
@@ -150,9 +162,15 @@ def test_default_config_workloads_learn_well_above_chance():
     cfg = with_defaults({})["amp"]
     assert shipped == cfg
     for workload in cfg["workloads"]:
-        row = amp.run_trial(amp.Trial("cpu", "cpu", "c", workload, "fp32", 0), amp.workload_config(cfg, workload),
-                            amp.make_data(workload, cfg, 0, torch),
-                            amp_policy("cpu"), backend=CPU, threads=1, steps_out=[])
+        row = amp.run_trial(
+            amp.Trial("cpu", "cpu", "c", workload, "fp32", 0),
+            amp.workload_config(cfg, workload),
+            amp.make_data(workload, cfg, 0, torch),
+            amp_policy("cpu"),
+            backend=CPU,
+            threads=1,
+            steps_out=[],
+        )
         assert row["test_acc"] > row["majority_acc"] + 0.25, (workload, row["test_acc"], row["majority_acc"])
         assert row["final_loss"] < 0.8 * row["first_loss"]
 
@@ -164,8 +182,15 @@ def test_same_seed_is_reproducible_and_other_seed_differs():
 
     def losses(seed):
         steps: list = []
-        amp.run_trial(amp.Trial("cpu", "cpu", "c", "mlp", "fp32", seed), cfg, data, policy,
-                      backend=CPU, threads=1, steps_out=steps)
+        amp.run_trial(
+            amp.Trial("cpu", "cpu", "c", "mlp", "fp32", seed),
+            cfg,
+            data,
+            policy,
+            backend=CPU,
+            threads=1,
+            steps_out=steps,
+        )
         return [s["loss"] for s in steps]
 
     assert losses(0) == losses(0)
@@ -189,19 +214,26 @@ def test_data_is_deterministic_balanced_and_order_is_per_seed():
 
 # ------------------------------------------------------------------ per-backend dispatch (fake torch)
 
+
 class FakeTorch(SimpleNamespace):
     """Records what amp.py asks of torch: autocast arguments, GradScaler device types, TF32 flags."""
 
     def __init__(self, hip=None):
         calls = []
         super().__init__(
-            calls=calls, float16="f16", bfloat16="bf16", version=SimpleNamespace(hip=hip, cuda="12.4"),
+            calls=calls,
+            float16="f16",
+            bfloat16="bf16",
+            version=SimpleNamespace(hip=hip, cuda="12.4"),
             autocast=lambda device_type, dtype: calls.append(("autocast", device_type, dtype)) or "ctx",
             amp=SimpleNamespace(GradScaler=lambda device_type: calls.append(("GradScaler", device_type)) or "scaler"),
-            backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)),
-                                     cudnn=SimpleNamespace(allow_tf32=True)),
-            cuda=SimpleNamespace(max_memory_allocated=lambda d: calls.append(("max_mem", d)) or 123,
-                                 reset_peak_memory_stats=lambda d: calls.append(("reset_peak", d))),
+            backends=SimpleNamespace(
+                cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)), cudnn=SimpleNamespace(allow_tf32=True)
+            ),
+            cuda=SimpleNamespace(
+                max_memory_allocated=lambda d: calls.append(("max_mem", d)) or 123,
+                reset_peak_memory_stats=lambda d: calls.append(("reset_peak", d)),
+            ),
             mps=SimpleNamespace(driver_allocated_memory=lambda: 456),
             precision="high",
         )
@@ -213,16 +245,19 @@ class FakeTorch(SimpleNamespace):
         self.precision = value
 
 
-@pytest.mark.parametrize("backend,requested,modes,autocast,scaler", [
-    ("cuda", "auto", ["fp32", "tf32", "amp_fp16"], ("cuda", "f16"), "cuda"),
-    ("cuda", "bfloat16", ["fp32", "tf32", "amp_bf16"], ("cuda", "bf16"), None),
-    ("rocm", "auto", ["fp32", "amp_fp16"], ("cuda", "f16"), "cuda"),
-    ("rocm", "bfloat16", ["fp32", "amp_bf16"], ("cuda", "bf16"), None),
-    ("mps", "auto", ["fp32", "amp_fp16"], ("mps", "f16"), "mps"),
-    ("cpu", "auto", ["fp32", "amp_bf16"], ("cpu", "bf16"), None),
-    ("cpu", "float16", ["fp32", "amp_fp16"], ("cpu", "f16"), "cpu"),
-    ("xla", "auto", ["fp32", "amp_bf16"], ("xla", "bf16"), None),
-])
+@pytest.mark.parametrize(
+    "backend,requested,modes,autocast,scaler",
+    [
+        ("cuda", "auto", ["fp32", "tf32", "amp_fp16"], ("cuda", "f16"), "cuda"),
+        ("cuda", "bfloat16", ["fp32", "tf32", "amp_bf16"], ("cuda", "bf16"), None),
+        ("rocm", "auto", ["fp32", "amp_fp16"], ("cuda", "f16"), "cuda"),
+        ("rocm", "bfloat16", ["fp32", "amp_bf16"], ("cuda", "bf16"), None),
+        ("mps", "auto", ["fp32", "amp_fp16"], ("mps", "f16"), "mps"),
+        ("cpu", "auto", ["fp32", "amp_bf16"], ("cpu", "bf16"), None),
+        ("cpu", "float16", ["fp32", "amp_fp16"], ("cpu", "f16"), "cpu"),
+        ("xla", "auto", ["fp32", "amp_bf16"], ("xla", "bf16"), None),
+    ],
+)
 def test_modes_autocast_and_scaler_per_backend(backend, requested, modes, autocast, scaler):
     """untested on hardware for cuda/rocm/mps/xla: checks what amp.py asks torch for."""
     fake = FakeTorch(hip="6.2" if backend == "rocm" else None)
@@ -257,11 +292,17 @@ def test_tf32_flags_set_per_mode_on_nvidia_cuda_only_and_restored():
     cuda = backends.for_device("cuda:0", torch=fake)
     assert cuda.name == "cuda"
     with cuda.float32_math(False) as allowed:
-        assert allowed is False and fake.backends.cuda.matmul.allow_tf32 is False and fake.backends.cudnn.allow_tf32 is False
+        assert (
+            allowed is False
+            and fake.backends.cuda.matmul.allow_tf32 is False
+            and fake.backends.cudnn.allow_tf32 is False
+        )
         assert fake.precision == "highest"
     assert fake.backends.cudnn.allow_tf32 is True and fake.precision == "high"  # restored
     with backends.for_device("cuda:1", torch=fake).float32_math(True) as allowed:
-        assert allowed is True and fake.backends.cuda.matmul.allow_tf32 is True and fake.backends.cudnn.allow_tf32 is True
+        assert (
+            allowed is True and fake.backends.cuda.matmul.allow_tf32 is True and fake.backends.cudnn.allow_tf32 is True
+        )
     assert fake.backends.cuda.matmul.allow_tf32 is False
     rocm = FakeTorch(hip="6.2")
     rocm_backend = backends.for_device("cuda:0", torch=rocm)
@@ -286,6 +327,7 @@ def test_peak_memory_per_backend():
 
 
 # ------------------------------------------------------------------ failures stay in their trial
+
 
 def _nan_under_autocast(amp_cfg, torch_):
     """The real MLP, whose loss turns NaN from the 3rd bf16 step on (as an fp16 overflow would)."""
@@ -357,8 +399,9 @@ def test_checkpoint_resumes_without_rerunning(monkeypatch, tmp_path):
     warm = list(registry.DEVICE_WARMUP)
     for rows in (trials1, trials2, steps1, steps2):
         assert all(r["device_warmup_status"] in ("ok", "unstable") and r["device_warmup_s"] > 0 for r in rows)
-    pd.testing.assert_frame_equal(pd.DataFrame(trials2).drop(columns=warm),
-                                  pd.DataFrame(trials1).drop(columns=warm))  # NaN == NaN here
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(trials2).drop(columns=warm), pd.DataFrame(trials1).drop(columns=warm)
+    )  # NaN == NaN here
     pd.testing.assert_frame_equal(pd.DataFrame(steps2).drop(columns=warm), pd.DataFrame(steps1).drop(columns=warm))
     # another config (other hash) does not reuse them
     other = stage_for(tmp_path, run_info_for(cfg | {"lr": 0.02}), "other.json")
@@ -368,14 +411,30 @@ def test_checkpoint_resumes_without_rerunning(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------ statistics on planted numbers
 
+
 def _trials(base_s, mode_s, base_acc, mode_acc, mode="amp_bf16", device="cpu", backend="cpu", workload="mlp"):
     rows = []
     for seed, (bs, ms, ba, ma) in enumerate(zip(base_s, mode_s, base_acc, mode_acc)):
-        common = {"backend": backend, "device": device, "device_name": "Test CPU", "workload": workload,
-                  "seed": seed, "majority_acc": 0.2, "skipped_steps": 0, "status": "ok"}
+        common = {
+            "backend": backend,
+            "device": device,
+            "device_name": "Test CPU",
+            "workload": workload,
+            "seed": seed,
+            "majority_acc": 0.2,
+            "skipped_steps": 0,
+            "status": "ok",
+        }
         rows.append({**common, "mode": "fp32", "amp_dtype": "float32", "step_median_s": bs, "test_acc": ba})
-        rows.append({**common, "mode": mode, "amp_dtype": "bfloat16" if mode == "amp_bf16" else "float16",
-                     "step_median_s": ms, "test_acc": ma})
+        rows.append(
+            {
+                **common,
+                "mode": mode,
+                "amp_dtype": "bfloat16" if mode == "amp_bf16" else "float16",
+                "step_median_s": ms,
+                "test_acc": ma,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -394,15 +453,24 @@ def test_speedup_ci_is_t_interval_on_paired_log_ratios():
     assert one[0] == pytest.approx(0.5) and math.isnan(one[1]) and math.isnan(one[2])
 
 
-@pytest.mark.parametrize("low,high,expected", [
-    (1.1, 1.3, "yes"), (0.4, 0.45, "no"), (0.9, 1.2, "inconclusive"), (math.nan, math.nan, "inconclusive")])
+@pytest.mark.parametrize(
+    "low,high,expected",
+    [(1.1, 1.3, "yes"), (0.4, 0.45, "no"), (0.9, 1.2, "inconclusive"), (math.nan, math.nan, "inconclusive")],
+)
 def test_faster_verdict(low, high, expected):
     assert faster_verdict(low, high) == expected
 
 
-@pytest.mark.parametrize("low,high,expected", [
-    (-0.01, 0.015, "yes"), (0.03, 0.05, "no"), (-0.09, -0.03, "no"), (-0.03, 0.01, "inconclusive"),
-    (math.nan, math.nan, "inconclusive")])
+@pytest.mark.parametrize(
+    "low,high,expected",
+    [
+        (-0.01, 0.015, "yes"),
+        (0.03, 0.05, "no"),
+        (-0.09, -0.03, "no"),
+        (-0.03, 0.01, "inconclusive"),
+        (math.nan, math.nan, "inconclusive"),
+    ],
+)
 def test_parity_verdict(low, high, expected):
     assert parity_verdict(low, high, 0.02) == expected
 
@@ -424,10 +492,12 @@ def test_summary_slower_with_parity_and_cpu_note():
 
 def test_summary_faster_no_parity_and_tf32():
     base_s, base_acc = [0.020, 0.022, 0.021], [0.60, 0.62, 0.61]
-    df = _trials(base_s, [0.010, 0.0105, 0.0101], base_acc, [0.50, 0.51, 0.52],
-                 mode="amp_fp16", device="cuda:0", backend="cuda")
-    tf32_trials = _trials(base_s, [0.019, 0.0215, 0.02], base_acc, base_acc, mode="tf32", device="cuda:0",
-                          backend="cuda")
+    df = _trials(
+        base_s, [0.010, 0.0105, 0.0101], base_acc, [0.50, 0.51, 0.52], mode="amp_fp16", device="cuda:0", backend="cuda"
+    )
+    tf32_trials = _trials(
+        base_s, [0.019, 0.0215, 0.02], base_acc, base_acc, mode="tf32", device="cuda:0", backend="cuda"
+    )
     # on CUDA the stage trains fp32, tf32 and AMP per seed (modes_for)
     assert amp.modes_for(backends.get("cuda"), backends.get("cuda").amp_policy("auto")) == ["fp32", "tf32", "amp_fp16"]
     with_tf32 = pd.concat([df, tf32_trials[tf32_trials["mode"] == "tf32"]], ignore_index=True)
@@ -465,13 +535,16 @@ def test_summary_one_seed_has_no_ci_and_says_so():
     assert "no CI: one seed" in row["verdict"] and "Only one seed pair" in row["note"]
 
 
-@pytest.mark.parametrize("flags,expect", [
-    (NO_BF16_FLAGS, "no native bf16 units"),
-    ("fpu sse2 avx2 fma", "no native bf16 units"),
-    (NO_BF16_FLAGS + ["avx512_bf16"], None),
-    (NO_BF16_FLAGS + ["amx_bf16", "amx_tile"], None),
-    (None, "CPU flags unknown"),
-])
+@pytest.mark.parametrize(
+    "flags,expect",
+    [
+        (NO_BF16_FLAGS, "no native bf16 units"),
+        ("fpu sse2 avx2 fma", "no native bf16 units"),
+        (NO_BF16_FLAGS + ["avx512_bf16"], None),
+        (NO_BF16_FLAGS + ["amx_bf16", "amx_tile"], None),
+        (None, "CPU flags unknown"),
+    ],
+)
 def test_cpu_bf16_note_depends_on_flags(flags, expect):
     """CpuBackend.amp_note (the CPU's flags -> a sentence) reaches the summary's note."""
     trials = _trials([0.01, 0.011], [0.02, 0.021], [0.6, 0.6], [0.6, 0.6])
@@ -506,8 +579,15 @@ def test_device_name_and_note_come_from_the_backends_device_info(monkeypatch, tm
 
     def fake_trial(trial, amp_cfg, data, policy, *, backend, threads, steps_out):
         assert backend is st.backend and threads == 1
-        return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
-                "workload": trial.workload, "mode": trial.mode, "seed": trial.seed, "status": "ok"}
+        return {
+            "backend": trial.backend,
+            "device": trial.device,
+            "device_name": trial.device_name,
+            "workload": trial.workload,
+            "mode": trial.mode,
+            "seed": trial.seed,
+            "status": "ok",
+        }
 
     monkeypatch.setattr(backends.CpuBackend, "device_info", device_info)
     monkeypatch.setattr(amp, "run_trial_safely", fake_trial)
@@ -537,8 +617,11 @@ def _cli(tmp_path, run_info, backend="cpu", run_file=None):
 
 def test_cli_writes_documented_columns(tmp_path, monkeypatch):
     cfg = copy.deepcopy(TINY_AMP) | {"steps": 5, "warmup_steps": 1, "workloads": ["mlp"]}
-    monkeypatch.setattr(backends.CpuBackend, "device_info",
-                        lambda self, device="cpu": {"device": "cpu", "name": "Test CPU", "flags": NO_BF16_FLAGS})
+    monkeypatch.setattr(
+        backends.CpuBackend,
+        "device_info",
+        lambda self, device="cpu": {"device": "cpu", "name": "Test CPU", "flags": NO_BF16_FLAGS},
+    )
     rc, out = _cli(tmp_path, run_info_for(cfg))
     assert rc == 0
     for kind, df in (("amp_steps", out["steps"]), ("amp_trials", out["trials"]), ("amp_summary", out["summary"])):
@@ -577,10 +660,19 @@ def test_bad_cross_key_config_is_one_line_before_work(tmp_path, capsys):
 def test_cli_warms_the_device_first_and_records_it_and_the_method_version(tmp_path, capsys):
     from accelbench.cli import main
 
-    cfg = {"run": "t", "warmup": TINY_WARMUP,
-           "amp": {"workloads": ["mlp"], "seeds": [0], "steps": 3, "warmup_steps": 1, "batch_size": 16,
-                   "data": {"n_train": 32, "n_test": 16, "n_features": 4, "n_classes": 2},
-                   "mlp": {"hidden": 8, "layers": 1}}}
+    cfg = {
+        "run": "t",
+        "warmup": TINY_WARMUP,
+        "amp": {
+            "workloads": ["mlp"],
+            "seeds": [0],
+            "steps": 3,
+            "warmup_steps": 1,
+            "batch_size": 16,
+            "data": {"n_train": 32, "n_test": 16, "n_features": 4, "n_classes": 2},
+            "mlp": {"hidden": 8, "layers": 1},
+        },
+    }
     run_file = tmp_path / "run.json"
     assert main(["run-info", "--config-json", json.dumps(cfg), "--run", "t", "--out", str(run_file)]) == 0
     capsys.readouterr()

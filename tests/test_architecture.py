@@ -63,7 +63,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -91,8 +91,10 @@ def test_cycle_finder_finds_a_planted_cycle():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-KIND_COMPARISON = re.compile(r"""(==|!=)\s*["'](cpu|cuda|rocm|mps|xla|xpu)["']|["'](cpu|cuda|rocm|mps|xla|xpu)["']\s*(==|!=)"""
-                             r"""|\bin\s*\(\s*["'](cpu|cuda|rocm|mps|xla|xpu)["']""")
+KIND_COMPARISON = re.compile(
+    r"""(==|!=)\s*["'](cpu|cuda|rocm|mps|xla|xpu)["']|["'](cpu|cuda|rocm|mps|xla|xpu)["']\s*(==|!=)"""
+    r"""|\bin\s*\(\s*["'](cpu|cuda|rocm|mps|xla|xpu)["']"""
+)
 
 
 def test_backend_kinds_are_compared_only_inside_the_backends():
@@ -165,8 +167,10 @@ def test_every_figure_has_one_caption_and_the_report_quotes_it():
 
 
 def test_cli_lists_every_stage_without_importing_torch():
-    code = ("import sys; from accelbench.cli import build_parser; p = build_parser('aggregate'); "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; from accelbench.cli import build_parser; p = build_parser('aggregate'); "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
     proc = subprocess.run([sys.executable, "-m", "accelbench", "--help"], capture_output=True, text=True, check=True)
@@ -195,12 +199,15 @@ def test_dead_code_is_gone():
 
 # ---- the plug-in architecture (issue 20) ---------------------------------------------------------------------
 
+
 def test_registry_imports_no_backend():
     """Listing the names (the CLI, the Snakefile, the docs) never imports torch, psutil or a backend module: the
     backends' names are read from their classes only when a file is matched or a job planned."""
-    code = ("import sys, accelbench.registry as r; assert r.STAGES and r.TABLES; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'psutil', 'pandas') "
-            "or m.startswith('accelbench.backends')))")
+    code = (
+        "import sys, accelbench.registry as r; assert r.STAGES and r.TABLES; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'psutil', 'pandas') "
+        "or m.startswith('accelbench.backends')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", out
 
@@ -208,8 +215,13 @@ def test_registry_imports_no_backend():
 def test_measure_imports_nothing_upward():
     """measure/ is the statistics and timing layer: it imports no stage, no reporting and no run module."""
     upward = ("accelbench.stages", "accelbench.reporting", "accelbench.run")
-    offenders = [f"{name} imports {dep}" for name, path in MODULES.items() if name.startswith("accelbench.measure")
-                 for dep in imports_of(path) if dep.startswith(upward)]
+    offenders = [
+        f"{name} imports {dep}"
+        for name, path in MODULES.items()
+        if name.startswith("accelbench.measure")
+        for dep in imports_of(path)
+        if dep.startswith(upward)
+    ]
     assert not offenders, "\n".join(offenders)
     assert any(name.startswith("accelbench.measure.") for name in MODULES)  # the layer was really read
 
@@ -272,8 +284,11 @@ CROSS_STAGE_READERS = {
     "bench/compare_power.py": "a benchmark of the matmul stage",
 }
 # a plug-in may read another's config or tables it is built on (these edges are declared here, in one place)
-PLUGIN_USES = {"accelbench.stages.matmul_search": {"matmul"}, "accelbench.stages.scaling": {"amp"},
-               "accelbench.stages.amp": {"warmup"}}
+PLUGIN_USES = {
+    "accelbench.stages.matmul_search": {"matmul"},
+    "accelbench.stages.scaling": {"amp"},
+    "accelbench.stages.amp": {"warmup"},
+}
 
 
 def stage_and_table_names() -> dict[str, str]:
@@ -310,8 +325,16 @@ def name_offenders(files, names: dict[str, str], allowed=CROSS_STAGE_READERS, ro
 def test_no_stage_or_table_name_outside_its_own_package():
     """A stage is one plug-in: its name and its tables' names appear in its own package (and its tests), not in
     the rules, the profiles, the reporting or another stage (scan: src, workflow, Snakefile, profiles, bench)."""
-    files = sorted([*PKG.rglob("*.py"), *PKG.rglob("*.j2"), *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile",
-                    *(REPO / "profiles").rglob("*"), *(REPO / "bench").rglob("*")])
+    files = sorted(
+        [
+            *PKG.rglob("*.py"),
+            *PKG.rglob("*.j2"),
+            *(REPO / "workflow").rglob("*.smk"),
+            REPO / "Snakefile",
+            *(REPO / "profiles").rglob("*"),
+            *(REPO / "bench").rglob("*"),
+        ]
+    )
     names = stage_and_table_names()
     assert {"membw", "amp_trials", "matmul_search"} <= set(names)
     offenders = name_offenders(files, names)
@@ -325,7 +348,9 @@ def test_name_scan_finds_a_planted_name(tmp_path):
     (tmp_path / "workflow").mkdir()
     planted = tmp_path / "workflow" / "x.smk"
     planted.write_text('x = registry.TABLES["membw"]\n')
-    assert name_offenders([planted], names, root=tmp_path) == ["workflow/x.smk:1: 'membw': " + planted.read_text().strip()]
+    assert name_offenders([planted], names, root=tmp_path) == [
+        "workflow/x.smk:1: 'membw': " + planted.read_text().strip()
+    ]
     own = tmp_path / "src" / "accelbench" / "stages" / "membw" / "x.py"
     own.parent.mkdir(parents=True)
     own.write_text(planted.read_text())
@@ -345,7 +370,8 @@ def test_a_new_plugin_is_collected_from_its_package_alone(tmp_path, monkeypatch)
         "                  identity=('device_name',), compare=Compare(median='x_s'),\n"
         "                  samples='planted_{backend}_samples.parquet'),),\n"
         "    figures=(Figure('planted', ('planted',), draw=Hook('planted_stage.figures:draw')),),\n"
-        "    sections=(Section('planted', 'Planted', 115),), resources=Resources(mem_mb=123), method_version=1)\n")
+        "    sections=(Section('planted', 'Planted', 115),), resources=Resources(mem_mb=123), method_version=1)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     stages, tables, figures, sections = registry._collect((*registry.PLUGINS, "planted_stage"))
     names = list(stages)

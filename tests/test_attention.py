@@ -29,17 +29,26 @@ PKG_DIR = ROOT / "src" / "accelbench" / "stages" / "attention"
 
 PLUGIN = attention.PLUGIN
 TABLE = PLUGIN.tables[0]
-SETTINGS = {"rel_error_max": dict(PLUGIN.defaults["rel_error_max"]), "unstable_iqr_ratio": 0.1,
-            "memory_fraction": 0.8}
+SETTINGS = {"rel_error_max": dict(PLUGIN.defaults["rel_error_max"]), "unstable_iqr_ratio": 0.1, "memory_fraction": 0.8}
 
 
 def point(**kw) -> Point:
-    base = {"kernel": "math", "dtype": "float32", "mode": "forward", "batch": 1, "heads": 2, "seq_len_q": 32,
-            "seq_len_k": 32, "head_dim": 16, "causal": False}
+    base = {
+        "kernel": "math",
+        "dtype": "float32",
+        "mode": "forward",
+        "batch": 1,
+        "heads": 2,
+        "seq_len_q": 32,
+        "seq_len_k": 32,
+        "head_dim": 16,
+        "causal": False,
+    }
     return Point(**{**base, **kw})
 
 
 # ---- the FLOP convention --------------------------------------------------------------------------------
+
 
 def test_flops_against_a_hand_count_and_the_causal_halving():
     # b=2, h=3, s_q=5, s_k=7, d=11: per head S = Q K^T is 5x7 dot products of length 11 (2*5*7*11 flops),
@@ -51,7 +60,7 @@ def test_flops_against_a_hand_count_and_the_causal_halving():
     assert attention_flops(2, 3, 5, 7, 11, causal=False, mode="forward_backward") == 3.5 * hand  # + 2.5x backward
     assert attention_flops(2, 3, 5, 7, 11, causal=True, mode="forward_backward") == 3.5 * hand / 2
     # flash-attn's benchmark flops(batch, seqlen, headdim, nheads, causal): 4 * b * s**2 * h * d // (2 if causal)
-    assert attention_flops(4, 16, 1024, 1024, 128, True) == 4 * 4 * 1024 ** 2 * 16 * 128 // 2
+    assert attention_flops(4, 16, 1024, 1024, 128, True) == 4 * 4 * 1024**2 * 16 * 128 // 2
     with pytest.raises(ValueError, match="allowed: forward, forward_backward"):
         attention_flops(1, 1, 1, 1, 1, False, mode="backward")
 
@@ -70,12 +79,14 @@ def test_forward_flops_agree_with_torch_flop_counter():
 
 # ---- the check catches a planted wrong result ---------------------------------------------------------------
 
+
 def _cpu_attention(min_run_time_s: float = 0.005):
     from accelbench.measure.timing import Measurer
 
     b = backends.get("cpu")
-    return att.TorchAttention("cpu", b, measurer=Measurer(b.synced_timer("cpu"), min_run_time_s=min_run_time_s,
-                                                          threads=1))
+    return att.TorchAttention(
+        "cpu", b, measurer=Measurer(b.synced_timer("cpu"), min_run_time_s=min_run_time_s, threads=1)
+    )
 
 
 @pytest.mark.parametrize("mode", ["forward", "forward_backward"])
@@ -101,13 +112,15 @@ def test_check_sees_a_wrong_causal_mask():
     torch.set_num_threads(1)
     planted = _cpu_attention()
     sdpa = planted._sdpa
-    planted._sdpa = lambda q, k, v, **kw: sdpa(q, k, v, **{**kw, "is_causal": False}) \
-        if q.dtype != torch.float64 else sdpa(q, k, v, **kw)
+    planted._sdpa = lambda q, k, v, **kw: (
+        sdpa(q, k, v, **{**kw, "is_causal": False}) if q.dtype != torch.float64 else sdpa(q, k, v, **kw)
+    )
     row = att.measure_point(planted, point(causal=True), settings=SETTINGS, peak=(None, "none", True))
     assert row["status"] == "wrong_result" and row["rel_error"] > 0.1
 
 
 # ---- failures are points' statuses; the sweep goes on -------------------------------------------------------
+
 
 class FakeAttention:
     """A device side whose points fail as planted: ``fail[(kernel, seq)]`` is raised at the first call."""
@@ -149,16 +162,26 @@ class MemoryCheckpoint:
 
 
 def _sweep(fake, points, unavailable=None, free=None, checkpoint=None):
-    return att.sweep(["dev0"], points, SETTINGS, att_for=lambda d: fake,
-                     device_row=lambda d: {"device": d, "device_name": "Fake", "config_hash": "h"},
-                     peak_for=lambda d, dt: (100.0, "table", True), unavailable=unavailable or {},
-                     checkpoint=checkpoint or MemoryCheckpoint(), config_hash="h", free_for=lambda d: free,
-                     log=lambda s: None)
+    return att.sweep(
+        ["dev0"],
+        points,
+        SETTINGS,
+        att_for=lambda d: fake,
+        device_row=lambda d: {"device": d, "device_name": "Fake", "config_hash": "h"},
+        peak_for=lambda d, dt: (100.0, "table", True),
+        unavailable=unavailable or {},
+        checkpoint=checkpoint or MemoryCheckpoint(),
+        config_hash="h",
+        free_for=lambda d: free,
+        log=lambda s: None,
+    )
 
 
 def test_a_kernel_refusing_a_point_is_unsupported_with_one_line_and_the_rest_goes_on():
-    refusal = RuntimeError("No viable backend for scaled_dot_product_attention was found.\n"
-                           "This is likely due to turning off both the math kernel and the fused kernels.")
+    refusal = RuntimeError(
+        "No viable backend for scaled_dot_product_attention was found.\n"
+        "This is likely due to turning off both the math kernel and the fused kernels."
+    )
     refusal.torch_reasons = ["Flash attention requires the head dimension to be at most 256, got 512."]
     fake = FakeAttention(fail={("flash", 64): refusal})
     pts = [point(kernel="flash", seq_len_q=s, seq_len_k=s) for s in (32, 64, 128)]
@@ -173,10 +196,14 @@ def test_a_kernel_refusing_a_point_is_unsupported_with_one_line_and_the_rest_goe
 
 
 def test_unavailable_kernel_and_not_implemented_dtype_are_unsupported():
-    fake = FakeAttention(fail={("math", 32): NotImplementedError('"mul_cpu_reduced_float" not implemented for '
-                                                                 "'Float8_e4m3fn'")})
-    rows = _sweep(fake, [point(kernel="cudnn"), point(kernel="math"), point(kernel="math", seq_len_q=64)],
-                  unavailable={"cudnn": "cuDNN is not available"})
+    fake = FakeAttention(
+        fail={("math", 32): NotImplementedError("\"mul_cpu_reduced_float\" not implemented for 'Float8_e4m3fn'")}
+    )
+    rows = _sweep(
+        fake,
+        [point(kernel="cudnn"), point(kernel="math"), point(kernel="math", seq_len_q=64)],
+        unavailable={"cudnn": "cuDNN is not available"},
+    )
     assert [r["status"] for r in rows] == ["unsupported", "unsupported", "ok"]
     assert rows[0]["status_detail"] == "cuDNN is not available"
     assert rows[1]["status_detail"].startswith("NotImplementedError:")
@@ -193,11 +220,13 @@ def test_out_of_memory_is_oom_and_the_rest_goes_on():
 def test_a_point_predicted_past_free_memory_is_oom_without_running():
     fake = FakeAttention()
     big = point(seq_len_q=65536, seq_len_k=65536, heads=16)
-    rows = _sweep(fake, [point(), big], free=2 ** 30)
+    rows = _sweep(fake, [point(), big], free=2**30)
     assert [r["status"] for r in rows] == ["ok", "oom"]
     assert rows[1]["status_detail"].startswith("not run: predicted")
-    assert att.predicted_bytes(point(kernel="math", seq_len_q=4096, seq_len_k=4096)) > \
-        16 * att.predicted_bytes(point(kernel="flash", seq_len_q=1024, seq_len_k=1024)) / 16  # quadratic for math
+    assert (
+        att.predicted_bytes(point(kernel="math", seq_len_q=4096, seq_len_k=4096))
+        > 16 * att.predicted_bytes(point(kernel="flash", seq_len_q=1024, seq_len_k=1024)) / 16
+    )  # quadratic for math
 
 
 def test_any_other_exception_is_error_and_above_a_bound_peak_is_invalid():
@@ -214,20 +243,24 @@ def test_checkpointed_points_are_not_measured_again():
     cp = MemoryCheckpoint()
     first = _sweep(FakeAttention(), [point(), point(seq_len_q=64, seq_len_k=64)], checkpoint=cp)
     again = FakeAttention(fail={("math", 32): AssertionError("measured again")})
-    rows = _sweep(again, [point(), point(seq_len_q=64, seq_len_k=64), point(seq_len_q=128, seq_len_k=128)],
-                  checkpoint=cp)
+    rows = _sweep(
+        again, [point(), point(seq_len_q=64, seq_len_k=64), point(seq_len_q=128, seq_len_k=128)], checkpoint=cp
+    )
     assert rows[:2] == first and rows[2]["status"] == "ok" and again.freed == 1
 
 
 # ---- kernel selection per device (fake torch modules: untested on hardware) --------------------------------
 
-def fake_torch(members=("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"), flash=True,
-               cudnn=True):
+
+def fake_torch(members=("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"), flash=True, cudnn=True):
     sdpb = types.SimpleNamespace(**{m: m for m in members})
     return types.SimpleNamespace(
         nn=types.SimpleNamespace(attention=types.SimpleNamespace(SDPBackend=sdpb)),
-        backends=types.SimpleNamespace(cuda=types.SimpleNamespace(is_flash_attention_available=lambda: flash),
-                                       cudnn=types.SimpleNamespace(is_available=lambda: cudnn)))
+        backends=types.SimpleNamespace(
+            cuda=types.SimpleNamespace(is_flash_attention_available=lambda: flash),
+            cudnn=types.SimpleNamespace(is_available=lambda: cudnn),
+        ),
+    )
 
 
 def test_kernel_selection_cpu_has_flash_and_math_only():
@@ -237,18 +270,24 @@ def test_kernel_selection_cpu_has_flash_and_math_only():
 
 def test_kernel_selection_cuda_asks_torch_untested_on_hardware():
     assert att.device_kernels(fake_torch(), "cuda", attention.KERNELS) == [
-        ("flash", None), ("efficient", None), ("cudnn", None), ("math", None)]
+        ("flash", None),
+        ("efficient", None),
+        ("cudnn", None),
+        ("math", None),
+    ]
     got = dict(att.device_kernels(fake_torch(flash=False, cudnn=False), "cuda", attention.KERNELS))
     assert got["flash"] == "flash attention is not compiled into this torch build"
     assert got["cudnn"] == "cuDNN is not available" and got["efficient"] is None
-    old = dict(att.device_kernels(fake_torch(members=("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")), "cuda",
-                                  ["cudnn", "math"]))
+    old = dict(
+        att.device_kernels(
+            fake_torch(members=("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")), "cuda", ["cudnn", "math"]
+        )
+    )
     assert old == {"cudnn": "this torch has no torch.nn.attention.SDPBackend.CUDNN_ATTENTION", "math": None}
 
 
 def test_kernel_selection_rocm_has_no_cudnn_and_others_try_all_untested_on_hardware():
-    assert [k for k, _ in att.device_kernels(fake_torch(), "rocm", attention.KERNELS)] == ["flash", "efficient",
-                                                                                           "math"]
+    assert [k for k, _ in att.device_kernels(fake_torch(), "rocm", attention.KERNELS)] == ["flash", "efficient", "math"]
     assert [k for k, _ in att.device_kernels(fake_torch(), "xpu", ["math", "flash"])] == ["flash", "math"]
 
 
@@ -270,38 +309,67 @@ def test_failure_classification_of_torch_messages():
     status, detail = att.failure(RuntimeError("FlashAttention only supports Ampere GPUs or newer.\nmore"))
     assert status == "unsupported" and detail == "RuntimeError: FlashAttention only supports Ampere GPUs or newer."
     assert att.failure(RuntimeError("CUDA out of memory. Tried to allocate"))[0] == "oom"
-    assert att.failure(RuntimeError("No available kernel. Aborting execution."),
-                       reasons=["Flash attention requires head_dim <= 256"]) == (
-        "unsupported", "RuntimeError: No available kernel. Aborting execution. | torch: Flash attention requires "
-                       "head_dim <= 256")
-    assert att.torch_reasons(["Memory efficient kernel not used because: (Triggered internally at x.cpp:1.)",
-                              "Flash attention requires q,k,v to have the same last dimension\n and more"]) == [
-        "Memory efficient kernel not used because:", "Flash attention requires q,k,v to have the same last dimension"]
+    assert att.failure(
+        RuntimeError("No available kernel. Aborting execution."), reasons=["Flash attention requires head_dim <= 256"]
+    ) == (
+        "unsupported",
+        "RuntimeError: No available kernel. Aborting execution. | torch: Flash attention requires head_dim <= 256",
+    )
+    assert att.torch_reasons(
+        [
+            "Memory efficient kernel not used because: (Triggered internally at x.cpp:1.)",
+            "Flash attention requires q,k,v to have the same last dimension\n and more",
+        ]
+    ) == ["Memory efficient kernel not used because:", "Flash attention requires q,k,v to have the same last dimension"]
 
 
 def test_fp8_on_the_cpu_is_unsupported_with_torch_reason():
     torch.set_num_threads(1)
-    row = att.measure_point(_cpu_attention(), point(kernel="math", dtype="float8_e4m3fn"), settings=SETTINGS,
-                            peak=(None, "none", True))
+    row = att.measure_point(
+        _cpu_attention(), point(kernel="math", dtype="float8_e4m3fn"), settings=SETTINGS, peak=(None, "none", True)
+    )
     assert row["status"] == "unsupported" and row["status_detail"].count("\n") == 0
     assert "Float8_e4m3fn" in row["status_detail"] or "viable" in row["status_detail"]
 
 
 # ---- the stage on the CPU, end to end -------------------------------------------------------------------
 
-TINY = {"kernels": ["flash", "math"], "dtypes": ["bfloat16", "float32"], "fp8": False,
-        "modes": ["forward", "forward_backward"], "batch": 1, "heads": 2, "seq_lens": [32, 64], "head_dims": [16],
-        "causal": [False, True], "min_run_time_s": 0.002}
+TINY = {
+    "kernels": ["flash", "math"],
+    "dtypes": ["bfloat16", "float32"],
+    "fp8": False,
+    "modes": ["forward", "forward_backward"],
+    "batch": 1,
+    "heads": 2,
+    "seq_lens": [32, 64],
+    "head_dims": [16],
+    "causal": [False, True],
+    "min_run_time_s": 0.002,
+}
 
 
 def write_run(tmp_path, section: dict) -> str:
     from accelbench.run.config import config_hash, with_defaults
 
-    full = with_defaults({"run": "t", "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-                          "attention": {**section, "host": {}}})
+    full = with_defaults(
+        {
+            "run": "t",
+            "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+            "attention": {**section, "host": {}},
+        }
+    )
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "t", "config": full, "config_hash": config_hash(full), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {
+                "run": "t",
+                "config": full,
+                "config_hash": config_hash(full),
+                "git_commit": "abc",
+                "accelbench_version": "0",
+            }
+        )
+    )
     return str(path)
 
 
@@ -327,8 +395,9 @@ def test_cpu_end_to_end_table_has_every_documented_column(cpu_run):
     assert set(df["status"]) <= {"ok", "unstable"}, df[["kernel", "dtype", "status", "status_detail"]]
     assert (df["run_id"] == "t").all() and (df["method_version"] == PLUGIN.method_version).all()
     assert (df["backend"] == "cpu").all() and (df["device_warmup_s"] > 0).all()
-    hand = df.apply(lambda r: attention_flops(r.batch, r.heads, r.seq_len_q, r.seq_len_k, r.head_dim, r.causal,
-                                              r["mode"]), axis=1)
+    hand = df.apply(
+        lambda r: attention_flops(r.batch, r.heads, r.seq_len_q, r.seq_len_k, r.head_dim, r.causal, r["mode"]), axis=1
+    )
     assert (df["flops"] == hand).all()
     assert (df["tflops"] - df["flops"] / df["median_s"] / 1e12).abs().max() < 1e-9
     ci = df[df["ci95_low_s"].notna()]  # an interval wherever 6 blocks fitted in the time bound (nearly always)
@@ -385,24 +454,61 @@ def test_figures_and_section_from_the_cpu_run(cpu_run):
     section = PLUGIN.sections[0]
     ctx = section.context.load()(tables, pd.DataFrame(), {"figures": figures})
     dev = ctx["attention"]["devices"][0]
-    assert {(b["kernel"], b["dtype"]) for b in dev["best"]} == {("flash", "BF16"), ("flash", "FP32"),
-                                                                 ("math", "BF16"), ("math", "FP32")}
+    assert {(b["kernel"], b["dtype"]) for b in dev["best"]} == {
+        ("flash", "BF16"),
+        ("flash", "FP32"),
+        ("math", "BF16"),
+        ("math", "FP32"),
+    }
     assert all(c["match"] == "differs" and c["ours"] is None for c in dev["references"])  # a CPU is no A100
     env = Environment(loader=FileSystemLoader(str(PKG_DIR)), undefined=StrictUndefined, autoescape=True)
     html = env.get_template(section.template).render(**ctx)
     assert html.count("<tr") >= len(df) and "arXiv:2407.08608" in html and "not comparable" in html
-    assert "href=\"http" not in html and "src=\"http" not in html  # the report is self-contained
+    assert 'href="http' not in html and 'src="http' not in html  # the report is self-contained
 
 
 # ---- the published figures beside a matching device only ---------------------------------------------------
 
+
 def _gpu_points():
-    return [{"kernel": "flash", "dtype": "bfloat16", "mode": "forward", "batch": 1, "heads": 16, "seq_len_q": 16384,
-             "seq_len_k": 16384, "head_dim": 128, "causal": False, "tflops": 555.0},
-            {"kernel": "cudnn", "dtype": "bfloat16", "mode": "forward", "batch": 1, "heads": 16, "seq_len_q": 8192,
-             "seq_len_k": 8192, "head_dim": 128, "causal": True, "tflops": 600.0},
-            {"kernel": "math", "dtype": "bfloat16", "mode": "forward_backward", "batch": 1, "heads": 16,
-             "seq_len_q": 1024, "seq_len_k": 1024, "head_dim": 128, "causal": False, "tflops": 900.0}]
+    return [
+        {
+            "kernel": "flash",
+            "dtype": "bfloat16",
+            "mode": "forward",
+            "batch": 1,
+            "heads": 16,
+            "seq_len_q": 16384,
+            "seq_len_k": 16384,
+            "head_dim": 128,
+            "causal": False,
+            "tflops": 555.0,
+        },
+        {
+            "kernel": "cudnn",
+            "dtype": "bfloat16",
+            "mode": "forward",
+            "batch": 1,
+            "heads": 16,
+            "seq_len_q": 8192,
+            "seq_len_k": 8192,
+            "head_dim": 128,
+            "causal": True,
+            "tflops": 600.0,
+        },
+        {
+            "kernel": "math",
+            "dtype": "bfloat16",
+            "mode": "forward_backward",
+            "batch": 1,
+            "heads": 16,
+            "seq_len_q": 1024,
+            "seq_len_k": 1024,
+            "head_dim": 128,
+            "causal": False,
+            "tflops": 900.0,
+        },
+    ]
 
 
 def test_references_match_devices_and_say_what_differs():
@@ -428,12 +534,14 @@ def test_references_match_devices_and_say_what_differs():
 
 # ---- the declaration -------------------------------------------------------------------------------------
 
+
 def test_declaration_is_consistent():
     cols = set(TABLE.columns) | set(TABLE.extra)
     assert PLUGIN.name == "attention" and PLUGIN.kind == "device" and PLUGIN.config_key == "attention"
     assert set(TABLE.identity) <= cols and set(TABLE.numeric) <= cols and set(TABLE.describe) <= cols
-    assert {c for c in TABLE.columns if c not in registry.PROVENANCE + registry.DEVICE + registry.DEVICE_WARMUP} \
-        | set(TABLE.extra) <= set(TABLE.describe)  # every measured column documented with its unit and meaning
+    assert {c for c in TABLE.columns if c not in registry.PROVENANCE + registry.DEVICE + registry.DEVICE_WARMUP} | set(
+        TABLE.extra
+    ) <= set(TABLE.describe)  # every measured column documented with its unit and meaning
     assert TABLE.compare.median == "median_s" and set(TABLE.compare.ci) <= cols
     assert "absent" in TABLE.statuses and set(att.STATUS_PRECEDENCE) <= set(TABLE.statuses)
     assert "{backend}" in TABLE.file and "{backend}" in TABLE.samples and TABLE.since == PLUGIN.config_key
@@ -463,13 +571,17 @@ def test_defaults_and_gpu_check_validate_against_the_schema():
 
 def test_declaration_module_imports_only_the_standard_library_and_the_spec():
     tree = ast.parse((PKG_DIR / "__init__.py").read_text())
-    imported = {n.module if isinstance(n, ast.ImportFrom) else a.name
-                for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-                for a in (n.names if isinstance(n, ast.Import) else [n])}
+    imported = {
+        n.module if isinstance(n, ast.ImportFrom) else a.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in (n.names if isinstance(n, ast.Import) else [n])
+    }
     assert imported <= {"__future__", "accelbench.plugin", "accelbench.columns"}, imported
 
 
 # ---- real kernels on the CPU: a refusal, and the memory the math kernel's score matrix takes --------------------
+
 
 def test_a_real_refusal_on_the_cpu_is_unsupported_in_one_line():
     """torch's CPU has no memory-efficient kernel: forcing it raises "No viable backend" (plus warnings)."""

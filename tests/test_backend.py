@@ -28,9 +28,18 @@ class XpuProps:
         self.name, self.max_compute_units, self.total_memory, self.driver_version = name, units, mem, driver
 
 
-def fake_torch(*, cuda: str | None = None, hip: str | None = None, gpus: int = 0, available: bool | None = None,
-               mps: bool | None = None, xpu: int | None = None, xpu_available: bool | None = None,
-               xpu_props=None, calls: list | None = None):
+def fake_torch(
+    *,
+    cuda: str | None = None,
+    hip: str | None = None,
+    gpus: int = 0,
+    available: bool | None = None,
+    mps: bool | None = None,
+    xpu: int | None = None,
+    xpu_available: bool | None = None,
+    xpu_props=None,
+    calls: list | None = None,
+):
     """A stand-in for the torch module: ``torch.version``, ``torch.cuda``, ``torch.backends.mps``,
     ``torch.mps``, ``torch.amp`` and (with ``xpu=N``) ``torch.xpu``; every synchronize, GradScaler
     and memory-counter call is appended to ``calls``."""
@@ -203,10 +212,19 @@ def test_unknown_backend_names_the_allowed_ones():
         backends.get("tpu", torch=fake_torch())
 
 
-@pytest.mark.parametrize("device, build, expected", [
-    ("cpu", {}, "cpu"), ("mps", {}, "mps"), ("xla:0", {}, "xla"), ("xpu:0", {}, "xpu"), ("xpu:1", {"xpu": 2}, "xpu"),
-    ("cuda:0", {"cuda": "12.4"}, "cuda"), ("cuda:1", {"hip": "6.2"}, "rocm"), ("cuda", {"hip": "6.2"}, "rocm"),
-])
+@pytest.mark.parametrize(
+    "device, build, expected",
+    [
+        ("cpu", {}, "cpu"),
+        ("mps", {}, "mps"),
+        ("xla:0", {}, "xla"),
+        ("xpu:0", {}, "xpu"),
+        ("xpu:1", {"xpu": 2}, "xpu"),
+        ("cuda:0", {"cuda": "12.4"}, "cuda"),
+        ("cuda:1", {"hip": "6.2"}, "rocm"),
+        ("cuda", {"hip": "6.2"}, "rocm"),
+    ],
+)
 def test_for_device(device, build, expected):
     assert backends.for_device(device, torch=fake_torch(**build)).name == expected
 
@@ -302,14 +320,17 @@ def test_torch_utils_benchmark_uses_the_synced_timer():
 # --------------------------------------------------------------------------- AMP
 
 
-@pytest.mark.parametrize("name, device_type, dtype, scaler", [
-    ("cuda", "cuda", "float16", True),
-    ("rocm", "cuda", "float16", True),
-    ("mps", "mps", "float16", True),
-    ("cpu", "cpu", "bfloat16", False),
-    ("xla", "xla", "bfloat16", False),
-    ("xpu", "xpu", "bfloat16", False),
-])
+@pytest.mark.parametrize(
+    "name, device_type, dtype, scaler",
+    [
+        ("cuda", "cuda", "float16", True),
+        ("rocm", "cuda", "float16", True),
+        ("mps", "mps", "float16", True),
+        ("cpu", "cpu", "bfloat16", False),
+        ("xla", "xla", "bfloat16", False),
+        ("xpu", "xpu", "bfloat16", False),
+    ],
+)
 def test_amp_policy_auto(name, device_type, dtype, scaler):
     assert backends.get(name).amp_policy() == AmpPolicy(device_type=device_type, dtype=dtype, use_scaler=scaler)
     assert backends.get(name).amp_policy("auto") == backends.get(name).amp_policy()
@@ -351,8 +372,10 @@ def test_scaler_with_real_torch_on_cpu():
 
 
 @pytest.mark.parametrize("user_precision", ["highest", "high", "medium"])
-@pytest.mark.parametrize("backend_name,tf32", [("cuda", True), ("cuda", False), ("rocm", True), ("cpu", False),
-                                               ("xpu", True), ("mps", True), ("xla", True)])
+@pytest.mark.parametrize(
+    "backend_name,tf32",
+    [("cuda", True), ("cuda", False), ("rocm", True), ("cpu", False), ("xpu", True), ("mps", True), ("xla", True)],
+)
 def test_float32_math_restores_what_the_user_had(user_precision, backend_name, tf32):
     """With real torch flags (no GPU needed): inside, strict or TF32 as asked; after, exactly the user's
     setting again -- "medium" included, which restoring allow_tf32 last would turn into "high"."""
@@ -486,5 +509,12 @@ def test_xpu_registry_attributes():
     cls = backends.CLASSES["xpu"]
     assert (cls.device_type, cls.collective) == ("xpu", "xccl")
     assert cls.is_accelerator and cls.needs_gpu_resource
-    assert backends.get("xpu").engine_device_args("podman", (109,)) == \
-        ["--device", "/dev/dri", "--group-add", "video", "--group-add", "109", "--ipc=host"]
+    assert backends.get("xpu").engine_device_args("podman", (109,)) == [
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--group-add",
+        "109",
+        "--ipc=host",
+    ]

@@ -21,9 +21,26 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow  # a subprocess benchmark
 def test_harness_fidelity_prints_factors_then_the_ratio_last():
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "harness_fidelity.py"), "--sizes", "48", "64", "--threads", "1",
-         "--rounds", "2", "--min-run-time", "0.01", "--gap-s", "0"],
-        capture_output=True, text=True, timeout=300, cwd=REPO)
+        [
+            sys.executable,
+            str(REPO / "bench" / "harness_fidelity.py"),
+            "--sizes",
+            "48",
+            "64",
+            "--threads",
+            "1",
+            "--rounds",
+            "2",
+            "--min-run-time",
+            "0.01",
+            "--gap-s",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert lines[-1].startswith("ratio accelbench/best"), lines[-1]
@@ -42,11 +59,18 @@ def test_harness_fidelity_prints_factors_then_the_ratio_last():
 
 # ---- the GPU check (bench/gpu_check.sh) ----------------------------------------------------------------------
 
+
 def gpu_check(*args, **env) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run(["bash", str(REPO / "bench" / "gpu_check.sh"), *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO, env={**os.environ, **env})
+    return subprocess.run(
+        ["bash", str(REPO / "bench" / "gpu_check.sh"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **env},
+    )
 
 
 def test_gpu_check_dry_run_fits_six_minutes_and_the_returned_files():
@@ -74,9 +98,26 @@ def test_gpu_check_dry_run_fails_when_the_budgets_pass_the_limit():
 
 @pytest.mark.slow  # a subprocess benchmark
 def test_gpu_headline_prints_key_lines_for_each_point(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_headline.py"), "--device", "cpu", "--dtypes",
-                          "float32", "--sizes", "64", "--min-run-time", "0.01", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "gpu_headline.py"),
+            "--device",
+            "cpu",
+            "--dtypes",
+            "float32",
+            "--sizes",
+            "64",
+            "--min-run-time",
+            "0.01",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     keys = [line for line in out.stdout.splitlines() if line.startswith("KEY ")]
     assert keys[0].startswith("KEY device cpu: ") and len(keys) == 2
@@ -98,15 +139,44 @@ def test_gpu_summary_lists_every_registry_table_and_the_headlines(tmp_path):
     run = tmp_path / "results" / "r1"
     (run / "checkpoints").mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    pd.DataFrame([{"device": "cuda:0", "dtype": d, "n": n, "tflops": t, "pct_of_peak": t / 9.894, "status": "ok",
-                   "torch_dtype": d} for d, n, t in [("bfloat16", 4096, 700.0), ("bfloat16", 8192, 800.0)]]
-                 ).to_csv(run / "matmul_cuda.csv", index=False)
-    pd.DataFrame([{"device": "cuda:0", "workload": "mlp", "mode": m, "speedup": s, "speedup_ci95_low": s - 0.1,
-                   "speedup_ci95_high": s + 0.1, "acc_diff": 0.001, "verdict": f"verdict {m}", "status": "ok"}
-                  for m, s in [("fp32", 1.0), ("amp_fp16", 2.5)]]).to_csv(run / "amp_cuda_summary.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "device": "cuda:0",
+                "dtype": d,
+                "n": n,
+                "tflops": t,
+                "pct_of_peak": t / 9.894,
+                "status": "ok",
+                "torch_dtype": d,
+            }
+            for d, n, t in [("bfloat16", 4096, 700.0), ("bfloat16", 8192, 800.0)]
+        ]
+    ).to_csv(run / "matmul_cuda.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "device": "cuda:0",
+                "workload": "mlp",
+                "mode": m,
+                "speedup": s,
+                "speedup_ci95_low": s - 0.1,
+                "speedup_ci95_high": s + 0.1,
+                "acc_diff": 0.001,
+                "verdict": f"verdict {m}",
+                "status": "ok",
+            }
+            for m, s in [("fp32", 1.0), ("amp_fp16", 2.5)]
+        ]
+    ).to_csv(run / "amp_cuda_summary.csv", index=False)
     (run / registry.checkpoint_file("amp", "cuda")).write_text('{"a": 1}\n{"a": 2}\n')
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_summary.py"), str(tmp_path / "results")],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_summary.py"), str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert all(line.startswith("KEY ") for line in lines)
@@ -123,9 +193,28 @@ def test_telemetry_overhead_prints_the_on_off_ratio_last():
     """bench/telemetry_overhead.py runs (tiny sizes) and its last line is the geometric mean of the per-size
     on/off ratios it printed (the figure itself is measured on a quiet machine and kept in the README)."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "telemetry_overhead.py"), "--sizes", "48", "64", "--threads", "1",
-         "--rounds", "2", "--min-run-time", "0.01", "--gap-s", "0", "--hz", "50"],
-        capture_output=True, text=True, timeout=300, cwd=REPO)
+        [
+            sys.executable,
+            str(REPO / "bench" / "telemetry_overhead.py"),
+            "--sizes",
+            "48",
+            "64",
+            "--threads",
+            "1",
+            "--rounds",
+            "2",
+            "--min-run-time",
+            "0.01",
+            "--gap-s",
+            "0",
+            "--hz",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert lines[-1].startswith("ratio sampler on / off"), lines[-1]
@@ -136,6 +225,8 @@ def test_telemetry_overhead_prints_the_on_off_ratio_last():
     assert math.isclose(ratio, math.sqrt(per_size[0] * per_size[1]), rel_tol=0.01), (ratio, per_size)
     assert all(int(r[4]) >= 2 for r in rows) and all(float(r[5]) > 0 for r in rows)  # the "on" windows took readings
     assert any(l.startswith("one reading:") for l in lines)
+
+
 def _last_ratio(stdout: str) -> tuple[float, float]:
     last = stdout.strip().splitlines()[-1]
     assert last.startswith("ratio best-found/exhaustive-best: "), last
@@ -148,8 +239,13 @@ def _last_ratio(stdout: str) -> tuple[float, float]:
 def test_search_quality_on_the_synthetic_device_prints_the_ratio_and_the_share():
     """--fake: the method alone (no timing), so its numbers are exact: the known optimum of a 4096-shape grid
     found measuring a few percent of it."""
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "search_quality.py"), "--fake", "--max", "1024"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "search_quality.py"), "--fake", "--max", "1024"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     ratio, share = _last_ratio(out.stdout)
     assert ratio >= 0.99 and 0 < share <= 15
@@ -160,10 +256,34 @@ def test_search_quality_on_the_synthetic_device_prints_the_ratio_and_the_share()
 def test_search_quality_runs_on_the_cpu():
     """A real (tiny) run: exhaustive, search and the side-by-side rounds all happen; the numbers live in the
     README, measured on a quiet machine."""
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "search_quality.py"), "--min", "32", "--max", "64",
-                          "--step", "32", "--budget-s", "30", "--rounds", "2", "--min-run-time", "0.005",
-                          "--confirm-run-time", "0.01", "--cache-mb", "1", "--threads", "1"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "search_quality.py"),
+            "--min",
+            "32",
+            "--max",
+            "64",
+            "--step",
+            "32",
+            "--budget-s",
+            "30",
+            "--rounds",
+            "2",
+            "--min-run-time",
+            "0.005",
+            "--confirm-run-time",
+            "0.01",
+            "--cache-mb",
+            "1",
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     ratio, share = _last_ratio(out.stdout)
     assert ratio > 0 and share == 100.0  # a 2 x 2 x 2 grid: the coarse grid is all of it
@@ -192,8 +312,13 @@ def test_compare_power_detects_pseudo_replication_and_judges_runs_as_the_unit(tm
     drift = run("--runs", "10", "--phi", "0.3", "--run-sd", "0.08")
     assert drift.returncode == 0, drift.stderr[-2000:]
     t = _power_table(drift.stdout)
-    assert set(t) >= {"halves, random", "halves, time order, no floor", "blocks of two runs", "runs as the unit",
-                      "1 run vs 1 run"}
+    assert set(t) >= {
+        "halves, random",
+        "halves, time order, no floor",
+        "blocks of two runs",
+        "runs as the unit",
+        "1 run vs 1 run",
+    }
     assert t["blocks of two runs"][1] + t["blocks of two runs"][2] > 20.0  # pseudo-replication across runs
     assert t["runs as the unit"][0] == 2 * 500 and t["runs as the unit"][1] + t["runs as the unit"][2] <= 7.0
     assert t["1 run vs 1 run"][1:] == [0.0, 0.0, 0.0, 0.0]
@@ -216,13 +341,30 @@ def test_compare_power_reads_sample_files_of_separate_runs(tmp_path):
     rng = np.random.default_rng(0)
     files = []
     for name in "abcd":
-        rows = [{"run_id": name, "backend": "cpu", "device": "cpu", "dtype": "float32", "n": n, "allow_tf32": False,
-                 "blocks": 30, "repeats": 30, S.SAMPLES_KEY: list(1e-3 * n / 512 * np.exp(rng.normal(0, 0.01, 30)))}
-                for n in (512, 1024)]
+        rows = [
+            {
+                "run_id": name,
+                "backend": "cpu",
+                "device": "cpu",
+                "dtype": "float32",
+                "n": n,
+                "allow_tf32": False,
+                "blocks": 30,
+                "repeats": 30,
+                S.SAMPLES_KEY: list(1e-3 * n / 512 * np.exp(rng.normal(0, 0.01, 30))),
+            }
+            for n in (512, 1024)
+        ]
         files.append(tmp_path / f"{name}.parquet")
         atomic_write_parquet(files[-1], S.from_block_rows("matmul", rows))
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "compare_power.py"), "--samples", *map(str, files)],
-                         capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "compare_power.py"), "--samples", *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("4 runs from --samples")
     t = _power_table(out.stdout)
@@ -241,8 +383,12 @@ def test_gpu_config_joins_each_stage_section_to_the_run_wide_keys(tmp_path):
     from accelbench.run.config import check
 
     out = tmp_path / "config.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_config.py"), str(REPO / "bench" / "gpu_config.yaml"),
-                           str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_config.py"), str(REPO / "bench" / "gpu_config.yaml"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     config = json.loads(out.read_text())
     check(config)
@@ -255,6 +401,10 @@ def test_gpu_config_joins_each_stage_section_to_the_run_wide_keys(tmp_path):
     assert config["matmul"]["search"]["enabled"] and config["backends"] == ["cuda"]
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**base, "matmul": {"sizes": [0]}}))
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_config.py"), str(bad), str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_config.py"), str(bad), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("gpu_config.py: matmul.sizes"), proc.stderr

@@ -23,7 +23,7 @@ MU = 1.0e-3  # seconds: the true mean (and median) of the simulated block times
 
 def ar1(rng: np.random.Generator, n: int, phi: float, sd: float = 0.05 * MU, burn: int = 200) -> np.ndarray:
     """A stationary Gaussian AR(1) series around MU with marginal sd ``sd`` and lag-1 correlation phi."""
-    e = rng.standard_normal(n + burn) * sd * math.sqrt(1 - phi ** 2)
+    e = rng.standard_normal(n + burn) * sd * math.sqrt(1 - phi**2)
     return MU + signal.lfilter([1.0], [1.0, -phi], e)[burn:]
 
 
@@ -54,8 +54,10 @@ def test_the_iid_interval_under_covers_a_correlated_series_where_batch_means_do_
 
 def test_the_order_statistic_interval_of_the_median_under_covers_too():
     """What summarize gave before batch means: exact for exchangeable blocks, too narrow for correlated ones."""
+
     def order_ci(x):
         return (float(np.median(x)), *blocks.order_statistic_ci(x))
+
     assert coverage(0.6, order_ci, seed=9) < 0.85  # ~82% at phi 0.5, ~78% at 0.6 (bench/within_run_coverage.py)
     assert coverage(0.0, order_ci, seed=10) >= 0.92
 

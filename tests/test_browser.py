@@ -19,16 +19,26 @@ import pytest
 
 from accelbench import registry
 
-
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WIDTH, HEIGHT = 1366, 768
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--no-default-browser-check", "--disable-dev-shm-usage",
-         f"--window-size={WIDTH},{HEIGHT}"]
+FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    f"--window-size={WIDTH},{HEIGHT}",
+]
 
 
 def screenshot_dir() -> Path:
@@ -55,8 +65,10 @@ def browser(tmp_path_factory):
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+    )
     yield driver
     driver.quit()
 
@@ -78,7 +90,6 @@ def open_report(driver, report: Path) -> dict:
     return {"console": driver.get_log("browser"), "requests": requests, "failed": failed}
 
 
-
 @pytest.mark.parametrize("name", ["two_runs", "incomplete", "compared", "history"])
 def test_report_in_chromium(browser, fixtures, name):
     report = fixtures(name)["report"]
@@ -86,13 +97,19 @@ def test_report_in_chromium(browser, fixtures, name):
 
     assert browser.execute_script("return document.readyState") == "complete"
     images = browser.execute_script(
-        "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])")
+        "return Array.from(document.images).map(i => [i.alt.split(':')[0], i.complete, i.naturalWidth])"
+    )
     names = [alt for alt, _, _ in images]
     assert len(names) == len(set(names)) and set(names) <= set(registry.FIGURES) | {"comparison"}, names
     if name in ("compared", "history"):  # CPU runs only, scaling off, no fleet: no transfer, scaling, fleet figures
         assert (names[0] == "comparison") == (name == "compared")  # the comparison's first
-        assert set(registry.FIGURES) - set(names) == {"transfer", "scaling_efficiency", "collective_busbw",
-                                                      "peer_copy", "fleet"}, names
+        assert set(registry.FIGURES) - set(names) == {
+            "transfer",
+            "scaling_efficiency",
+            "collective_busbw",
+            "peer_copy",
+            "fleet",
+        }, names
     else:  # every registry figure
         assert "comparison" not in names and len(names) == len(registry.FIGURES), names
     broken = [alt for alt, complete, width in images if not complete or width <= 0]
@@ -132,7 +149,9 @@ def test_report_in_chromium(browser, fixtures, name):
         assert section["title"] == "Compared with laptop-cpu+2" and section["after"] == "summary"  # 3 runs a side
         assert section["headline"].startswith("laptop-cpu-1t+2 against laptop-cpu+2 (3 vs 3 runs): 2 of ")
         assert section["img"][0] > 500 and 0 < section["img"][1] <= WIDTH
-        assert section["slower"] == 2 and section["first"] == "slower" and section["amp"] == 4  # mlp, transformer, gpt, resnet
+        assert (
+            section["slower"] == 2 and section["first"] == "slower" and section["amp"] == 4
+        )  # mlp, transformer, gpt, resnet
         assert "threads" in section["prov"] and "cpu_threads" in section["prov"]
         browser.execute_script("document.getElementById('compare').scrollIntoView()")
         browser.save_screenshot(str(screenshot_dir() / f"report-{name}-section-{WIDTH}x{HEIGHT}.png"))
@@ -148,9 +167,10 @@ def test_report_in_chromium(browser, fixtures, name):
     if name in ("two_runs", "compared"):  # (five runs in full, as in the history fixture, make a taller summary)
         # the whole summary (best TFLOP/s, CPU speedup, AMP verdicts) is visible without scrolling
         for card, box in boxes.items():
-            assert box["height"] > 50 and 0 <= box["top"] and box["bottom"] <= HEIGHT, (card, box)
+            assert box["height"] > 50 and box["top"] >= 0 and box["bottom"] <= HEIGHT, (card, box)
     elif name == "incomplete":
         banner = browser.execute_script(
-            "const r = document.getElementById('incomplete').getBoundingClientRect(); return [r.top, r.bottom];")
+            "const r = document.getElementById('incomplete').getBoundingClientRect(); return [r.top, r.bottom];"
+        )
         assert 0 <= banner[0] < banner[1] <= HEIGHT  # the warning is the first thing seen
         assert "matmul_cuda.csv" in browser.find_element("id", "incomplete").text

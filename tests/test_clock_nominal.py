@@ -14,8 +14,10 @@ from accelbench.measure import telemetry as tm
 from accelbench.stages.matmul.measure import point_telemetry
 from accelbench.stages.matmul.soak import mark_settled
 
-VM_CPUINFO = ("processor\t: 0\ncpu MHz\t\t: 2596.096\nflags\t\t: fpu sse2 avx2 hypervisor\n\n"
-              "processor\t: 1\ncpu MHz\t\t: 2596.096\nflags\t\t: fpu sse2 avx2 hypervisor\n\n")
+VM_CPUINFO = (
+    "processor\t: 0\ncpu MHz\t\t: 2596.096\nflags\t\t: fpu sse2 avx2 hypervisor\n\n"
+    "processor\t: 1\ncpu MHz\t\t: 2596.096\nflags\t\t: fpu sse2 avx2 hypervisor\n\n"
+)
 METAL_CPUINFO = VM_CPUINFO.replace(" hypervisor", "")
 
 
@@ -33,8 +35,9 @@ def reader(tmp_path: Path, cpuinfo: str, cpufreq_khz: int | None = None) -> tm.C
 
 
 def window(r: tm.Reader, clocks) -> dict:
-    w = tm.Window(r.source, 0.0, tm.DEFAULT_SETTLE_REL_TOL, clock_nominal=r.clock_nominal,
-                  clock_fallback=r.clock_fallback)
+    w = tm.Window(
+        r.source, 0.0, tm.DEFAULT_SETTLE_REL_TOL, clock_nominal=r.clock_nominal, clock_fallback=r.clock_fallback
+    )
     w.readings = [tm.Reading(t=0.1 * i, clock_mhz=c) for i, c in enumerate(clocks)]
     return w.columns()
 

@@ -30,9 +30,11 @@ GROUPS_CSV = "laptop-cpu+2__laptop-cpu-1t+2.csv"
 @pytest.fixture
 def results(tmp_path):
     r = tmp_path / "results"
-    for run, seed in ((write_cpu_run(r), 0),  # laptop-cpu: 2 threads
-                      (write_slower_cpu_run(r), 1),  # laptop-cpu-1t: 1 thread, float32 n >= 1024 1.9x the time
-                      (write_cpu_run(r, run_id="laptop-cpu-again"), 0)):  # the same numbers and samples again
+    for run, seed in (
+        (write_cpu_run(r), 0),  # laptop-cpu: 2 threads
+        (write_slower_cpu_run(r), 1),  # laptop-cpu-1t: 1 thread, float32 n >= 1024 1.9x the time
+        (write_cpu_run(r, run_id="laptop-cpu-again"), 0),
+    ):  # the same numbers and samples again
         write_samples(run, seed=seed, blocks_column=True)  # with the blocks column, as the stages write it
     return r
 
@@ -105,41 +107,68 @@ def test_one_run_a_side_uses_the_spread_measured_in_history(results, capsys):
     measured = df[(df["match"] == "both") & df["speed_change_pct"].notna()]
     assert (measured["spread_source"] == "history").all() and (measured["t_df"] == 3).all()
     assert measured["spread_log_sd"].to_numpy() == pytest.approx(
-        np.full(len(measured), np.std(np.log([1.01, 0.99, 1.0, 1.02]), ddof=1)))
+        np.full(len(measured), np.std(np.log([1.01, 0.99, 1.0, 1.02]), ddof=1))
+    )
     slower = measured[measured["verdict"] == "slower"]
     assert sorted(zip(slower["dtype"], slower["n"])) == [("float32", 1024), ("float32", 2048)]
     assert (measured.loc[measured["verdict"] != "slower", "verdict"] == "same").all()
     assert measured["reason"].str.contains("from history history.duckdb: 4 runs on laptop").all()
     assert "from history" in out.out.splitlines()[1]  # the borrowed spread is named next to the verdict
-    rc, _ = compare(results, "laptop-cpu", "laptop-cpu-1t", "--history", "none", "--out-dir",
-                    str(results / "elsewhere"), capsys=capsys)
+    rc, _ = compare(
+        results,
+        "laptop-cpu",
+        "laptop-cpu-1t",
+        "--history",
+        "none",
+        "--out-dir",
+        str(results / "elsewhere"),
+        capsys=capsys,
+    )
     assert rc == 0
 
 
 def test_identical_groups_are_the_same_and_exit_0(groups, capsys):
     write_replicates(groups / "laptop-cpu-again", groups, JITTER)
-    rc, out = compare(groups, "--baseline", BASE, "--candidate", "laptop-cpu-again,laptop-cpu-again-r1,"
-                      "laptop-cpu-again-r2", capsys=capsys)
+    rc, out = compare(
+        groups,
+        "--baseline",
+        BASE,
+        "--candidate",
+        "laptop-cpu-again,laptop-cpu-again-r1,laptop-cpu-again-r2",
+        capsys=capsys,
+    )
     assert rc == 0
     df = pd.read_csv(groups / "compare" / "laptop-cpu+2__laptop-cpu-again+2.csv")
     measured = df[df["speed_change_pct"].notna()]
-    assert (measured["verdict"] == "same").all() and measured["time_ratio"].tolist() == pytest.approx([1.0] * len(measured))
+    assert (measured["verdict"] == "same").all() and measured["time_ratio"].tolist() == pytest.approx(
+        [1.0] * len(measured)
+    )
     assert not (df["verdict"] == "slower").any()
     prov = pd.read_csv(groups / "compare" / "laptop-cpu+2__laptop-cpu-again+2_provenance.csv")
     assert prov.empty  # nothing but the run id differs
     assert "0 of" in out.out.splitlines()[-1]
 
 
-@pytest.mark.parametrize("factors,effect,verdict", [
-    ([1.0, 1.03, 0.97, 1.01, 0.99], 1.12, "slower"),  # 12% slower, 5 runs a side, a 2% spread
-    ([1.0, 1.03, 0.97, 1.01, 0.99], 1 / 1.12, "faster"),
-    ([1.0, 1.12, 0.9, 1.06, 0.95], 1.06, "inconclusive"),  # 6% within a 8% spread: neither shown nor ruled out
-])
+@pytest.mark.parametrize(
+    "factors,effect,verdict",
+    [
+        ([1.0, 1.03, 0.97, 1.01, 0.99], 1.12, "slower"),  # 12% slower, 5 runs a side, a 2% spread
+        ([1.0, 1.03, 0.97, 1.01, 0.99], 1 / 1.12, "faster"),
+        ([1.0, 1.12, 0.9, 1.06, 0.95], 1.06, "inconclusive"),  # 6% within a 8% spread: neither shown nor ruled out
+    ],
+)
 def test_planted_effects_in_groups_of_5(results, capsys, factors, effect, verdict):
     base = write_replicates(results / "laptop-cpu", results, factors, prefix="a")
     cand = write_replicates(results / "laptop-cpu", results, [f * effect for f in factors[::-1]], prefix="b")
-    rc, _ = compare(results, "--baseline", ",".join(p.name for p in base), "--candidate",
-                    ",".join(map(str, cand)), "--no-plot", capsys=capsys)  # ids and folders alike
+    rc, _ = compare(
+        results,
+        "--baseline",
+        ",".join(p.name for p in base),
+        "--candidate",
+        ",".join(map(str, cand)),
+        "--no-plot",
+        capsys=capsys,
+    )  # ids and folders alike
     assert rc == (1 if verdict == "slower" else 0)
     df = pd.read_csv(results / "compare" / "a-r1+4__b-r1+4.csv")
     measured = df[(df["match"] == "both") & df["speed_change_pct"].notna()]
@@ -211,8 +240,12 @@ def test_method_version_and_config_differences_are_named(results):
     amp = cmp.points[cmp.points["table"] == "amp_trials"]
     assert not amp["provenance_diff"].str.contains("method_version|rotate_inputs").any()
     prov = cmp.provenance
-    assert {("matmul cpu", "method_version"), ("matmul cpu", "threads"), ("config", "matmul.rotate_inputs"),
-            ("config", "cpu_threads")} <= set(zip(prov["scope"], prov["field"]))
+    assert {
+        ("matmul cpu", "method_version"),
+        ("matmul cpu", "threads"),
+        ("config", "matmul.rotate_inputs"),
+        ("config", "cpu_threads"),
+    } <= set(zip(prov["scope"], prov["field"]))
     assert C.verdict_text(mm.iloc[0]).startswith("inconclusive \u221247%; method_version 0\u21922")
     assert C.verdict_text(mm.iloc[0]).endswith("; 1 run per side")
 
@@ -240,6 +273,7 @@ def test_amp_speedup_and_accuracy_changes_have_intervals(results):
 
 
 # ---- bad input: exit 2, one line naming the run or file, nothing written --------------------------------------
+
 
 def assert_bad_input(rc, out, results, *needles):
     assert rc == 2
@@ -306,10 +340,23 @@ def test_any_device_model_matches_across_machines_and_names_the_model(results, c
 
 def test_a_group_that_mixes_configs(groups, capsys):
     rc, out = compare(groups, "--baseline", "laptop-cpu,laptop-cpu-1t", "--candidate", "laptop-cpu-r1", capsys=capsys)
-    assert_bad_input(rc, out, groups, "--baseline: runs laptop-cpu and laptop-cpu-1t mix configs (cpu_threads 0 vs 1)",
-                     "--allow-mixed")
-    rc, _ = compare(groups, "--baseline", "laptop-cpu,laptop-cpu-1t,laptop-cpu-r2", "--candidate",
-                    "laptop-cpu-r1,laptop-cpu-1t-r1", "--allow-mixed", "--no-plot", capsys=capsys)
+    assert_bad_input(
+        rc,
+        out,
+        groups,
+        "--baseline: runs laptop-cpu and laptop-cpu-1t mix configs (cpu_threads 0 vs 1)",
+        "--allow-mixed",
+    )
+    rc, _ = compare(
+        groups,
+        "--baseline",
+        "laptop-cpu,laptop-cpu-1t,laptop-cpu-r2",
+        "--candidate",
+        "laptop-cpu-r1,laptop-cpu-1t-r1",
+        "--allow-mixed",
+        "--no-plot",
+        capsys=capsys,
+    )
     assert rc == 0 and (groups / "compare" / "laptop-cpu+2__laptop-cpu-r1+1.csv").is_file()
 
 
@@ -319,8 +366,14 @@ def test_a_group_that_mixes_device_models(groups, capsys):
     mm["device_name"] = "Another CPU"
     path.write_text(mm.to_csv(index=False))
     rc, out = compare(groups, "--baseline", BASE, "--candidate", CAND, capsys=capsys)
-    assert_bad_input(rc, out, groups, "--baseline: runs laptop-cpu and laptop-cpu-r2 mix device models on cpu cpu",
-                     "Another CPU", "--allow-mixed")
+    assert_bad_input(
+        rc,
+        out,
+        groups,
+        "--baseline: runs laptop-cpu and laptop-cpu-r2 mix device models on cpu cpu",
+        "Another CPU",
+        "--allow-mixed",
+    )
 
 
 def test_a_corrupt_run_in_a_group(groups, capsys):
@@ -330,28 +383,34 @@ def test_a_corrupt_run_in_a_group(groups, capsys):
     assert_bad_input(rc, out, groups, str(path), "corrupt or truncated")
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--baseline", "", "--candidate", "laptop-cpu-1t"], "--baseline: empty group"),
-    (["--baseline", " , ", "--candidate", "laptop-cpu-1t"], "--baseline: empty group"),
-    (["--baseline", "laptop-cpu"], "--candidate: empty group"),
-    (["--baseline", "laptop-cpu,,laptop-cpu-r1", "--candidate", "laptop-cpu-1t"], "has an empty entry"),
-    (["--baseline", "laptop-cpu,no-such-run", "--candidate", "laptop-cpu-1t"], "no-such-run: no such run"),
-    (["--baseline", "laptop-cpu,laptop-cpu", "--candidate", "laptop-cpu-1t"], "laptop-cpu is given twice"),
-    (["--baseline", "laptop-cpu,laptop-cpu-r1", "--candidate", "laptop-cpu-r1"], "laptop-cpu-r1 is in both groups"),
-    (["laptop-cpu", "--baseline", "laptop-cpu-r1", "--candidate", "laptop-cpu-1t"], "given with --baseline"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--baseline", "", "--candidate", "laptop-cpu-1t"], "--baseline: empty group"),
+        (["--baseline", " , ", "--candidate", "laptop-cpu-1t"], "--baseline: empty group"),
+        (["--baseline", "laptop-cpu"], "--candidate: empty group"),
+        (["--baseline", "laptop-cpu,,laptop-cpu-r1", "--candidate", "laptop-cpu-1t"], "has an empty entry"),
+        (["--baseline", "laptop-cpu,no-such-run", "--candidate", "laptop-cpu-1t"], "no-such-run: no such run"),
+        (["--baseline", "laptop-cpu,laptop-cpu", "--candidate", "laptop-cpu-1t"], "laptop-cpu is given twice"),
+        (["--baseline", "laptop-cpu,laptop-cpu-r1", "--candidate", "laptop-cpu-r1"], "laptop-cpu-r1 is in both groups"),
+        (["laptop-cpu", "--baseline", "laptop-cpu-r1", "--candidate", "laptop-cpu-1t"], "given with --baseline"),
+    ],
+)
 def test_bad_groups(groups, capsys, args, needle):
     rc, out = compare(groups, *args, capsys=capsys)
     assert_bad_input(rc, out, groups, needle)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["a", "b", "c"], "3 runs given"),
-    ([], "no run given"),
-    (["laptop-cpu"], "one run given"),
-    (["laptop-cpu", "laptop-cpu-1t", "--min-effect", "1.5"], "--min-effect: 1.5 is out of range"),
-    (["laptop-cpu", "laptop-cpu-1t", "--min-effect", "-0.1"], "--min-effect"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["a", "b", "c"], "3 runs given"),
+        ([], "no run given"),
+        (["laptop-cpu"], "one run given"),
+        (["laptop-cpu", "laptop-cpu-1t", "--min-effect", "1.5"], "--min-effect: 1.5 is out of range"),
+        (["laptop-cpu", "laptop-cpu-1t", "--min-effect", "-0.1"], "--min-effect"),
+    ],
+)
 def test_bad_arguments(results, capsys, args, needle):
     rc, out = compare(results, *args, capsys=capsys)
     assert_bad_input(rc, out, results, needle)
@@ -359,8 +418,9 @@ def test_bad_arguments(results, capsys, args, needle):
 
 def test_exit_zero_for_the_workflow_and_the_outputs_it_declares(groups, tmp_path, capsys):
     out_dir = tmp_path / "elsewhere"
-    rc, _ = compare(groups, "--baseline", BASE, "--candidate", CAND, "--exit-zero", "--out-dir", str(out_dir),
-                    capsys=capsys)
+    rc, _ = compare(
+        groups, "--baseline", BASE, "--candidate", CAND, "--exit-zero", "--out-dir", str(out_dir), capsys=capsys
+    )
     assert rc == 0  # 1 without --exit-zero (the planted slowdown)
     names = registry.compare_files(C.group_name(BASE.split(",")), C.group_name(CAND.split(",")))
     for path in names.values():
@@ -378,15 +438,18 @@ def test_run_folders_work_as_well_as_ids(groups, capsys):
 
 # ---- published references --------------------------------------------------------------------------------
 
+
 def test_against_references_for_one_run(results, capsys):
     write_cuda_run(results)
     rc, out = compare(results, "gpu-node-h100", "--against", "references", capsys=capsys)
     assert rc == 0
     lines = out.out.splitlines()
     bf16 = next(l for l in lines if "BF16" in l)
-    assert bf16.startswith("references: cuda:0 NVIDIA H100 80GB HBM3: 712 TFLOP/s BF16 = 90% of the best published "
-                           "(mamf-finder NVIDIA H100 SXM, 794.5 TFLOP/s, searched shape 2048x2048x13312; here square "
-                           "n=16384)")
+    assert bf16.startswith(
+        "references: cuda:0 NVIDIA H100 80GB HBM3: 712 TFLOP/s BF16 = 90% of the best published "
+        "(mamf-finder NVIDIA H100 SXM, 794.5 TFLOP/s, searched shape 2048x2048x13312; here square "
+        "n=16384)"
+    )
     assert "statistic: mean of iterations there, median of timed blocks here" in bf16
     assert not (results / "compare").exists()  # a reference check writes nothing
     rc, out = compare(results, "laptop-cpu", "--against", "references", capsys=capsys)
@@ -394,6 +457,7 @@ def test_against_references_for_one_run(results, capsys):
 
 
 # ---- the report's section ---------------------------------------------------------------------------------
+
 
 def test_report_section_from_the_written_comparison(groups, tmp_path, capsys):
     from accelbench.reporting import html

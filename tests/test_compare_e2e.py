@@ -35,11 +35,24 @@ CONFIG = {
     "backends": ["cpu"],
     "seed": 0,
     "warmup": {"n": 64, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-    "matmul": {"sizes": [512, 1024], "dtypes": ["float32"], "min_run_time_s": 0.2, "point_budget_s": 30.0,
-               "unstable_iqr_ratio": 0.5, "tf32": False, "fp8": False},
-    "amp": {"workloads": ["mlp"], "seeds": [0, 1], "steps": 12, "warmup_steps": 2, "batch_size": 32,
-            "data": {"n_train": 256, "n_test": 128, "n_features": 16, "n_classes": 4},
-            "mlp": {"hidden": 32, "layers": 2}},
+    "matmul": {
+        "sizes": [512, 1024],
+        "dtypes": ["float32"],
+        "min_run_time_s": 0.2,
+        "point_budget_s": 30.0,
+        "unstable_iqr_ratio": 0.5,
+        "tf32": False,
+        "fp8": False,
+    },
+    "amp": {
+        "workloads": ["mlp"],
+        "seeds": [0, 1],
+        "steps": 12,
+        "warmup_steps": 2,
+        "batch_size": 32,
+        "data": {"n_train": 256, "n_test": 128, "n_features": 16, "n_classes": 4},
+        "mlp": {"hidden": 32, "layers": 2},
+    },
 }
 
 
@@ -91,13 +104,30 @@ def pipeline(work: Path, run: str, threads: int, compare_to: str = "") -> None:
 def compare(work: Path, baseline, candidate, min_effect: float) -> tuple[int, pd.DataFrame, str]:
     """``accelbench compare`` of two runs, or of two groups (lists of run ids)."""
     groups = isinstance(baseline, list)
-    names = (f"{baseline[0]}+{len(baseline) - 1}", f"{candidate[0]}+{len(candidate) - 1}") if groups else \
-        (baseline, candidate)
+    names = (
+        (f"{baseline[0]}+{len(baseline) - 1}", f"{candidate[0]}+{len(candidate) - 1}")
+        if groups
+        else (baseline, candidate)
+    )
     runs = ["--baseline", ",".join(baseline), "--candidate", ",".join(candidate)] if groups else [baseline, candidate]
     out_dir = work / "cli" / f"{names[0]}__{names[1]}"
-    proc = subprocess.run([str(BIN / "accelbench"), "compare", *runs, "--min-effect", str(min_effect),
-                           "--out-dir", str(out_dir), "--no-plot"], cwd=work, capture_output=True, text=True,
-                          timeout=300, env=snakemake_env())
+    proc = subprocess.run(
+        [
+            str(BIN / "accelbench"),
+            "compare",
+            *runs,
+            "--min-effect",
+            str(min_effect),
+            "--out-dir",
+            str(out_dir),
+            "--no-plot",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=snakemake_env(),
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, pd.read_csv(out_dir / f"{names[0]}__{names[1]}.csv"), proc.stdout
 

@@ -119,14 +119,17 @@ def test_detection_rate_of_planted_slowdowns():
     assert hits[1.05] >= 190  # 5% (-4.8% speed) against a 2% floor: found nearly always
 
 
-@pytest.mark.parametrize("low,high,min_effect,expected", [
-    (1.20, 1.30, 0.05, "slower"),      # speed change [-23%, -17%]: wholly below -5%
-    (0.80, 0.90, 0.05, "faster"),      # [+11%, +25%]
-    (0.98, 1.03, 0.05, "same"),        # [-3%, +2%]: within +-5%
-    (1.02, 1.08, 0.05, "inconclusive"),  # [-7.4%, -2%]: crosses -5%
-    (1.20, 1.30, 0.30, "same"),        # a floor of +-30% swallows a 20% change
-    (1.000, 1.0001, 0.0, "inconclusive"),
-])
+@pytest.mark.parametrize(
+    "low,high,min_effect,expected",
+    [
+        (1.20, 1.30, 0.05, "slower"),  # speed change [-23%, -17%]: wholly below -5%
+        (0.80, 0.90, 0.05, "faster"),  # [+11%, +25%]
+        (0.98, 1.03, 0.05, "same"),  # [-3%, +2%]: within +-5%
+        (1.02, 1.08, 0.05, "inconclusive"),  # [-7.4%, -2%]: crosses -5%
+        (1.20, 1.30, 0.30, "same"),  # a floor of +-30% swallows a 20% change
+        (1.000, 1.0001, 0.0, "inconclusive"),
+    ],
+)
 def test_verdict_rules(low, high, min_effect, expected):
     est = R.RatioEstimate((low + high) / 2, low, high, 10, 10)
     assert R.verdict(est, min_effect) == expected

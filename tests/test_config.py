@@ -25,12 +25,15 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = cfg.load_schema()
 DEFAULT_CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 PREFIX = "accelbench: config error: "
-SNAKEMAKE_NOTICE = re.compile(r"^Config file \S+ is (extended|replaced) by additional config specified via the command line\.$")
+SNAKEMAKE_NOTICE = re.compile(
+    r"^Config file \S+ is (extended|replaced) by additional config specified via the command line\.$"
+)
 # things a shell would act on; none may reach a command line
 SHELL_NASTIES = ["a;rm -rf ~", "$(id)", "`id`", "a b", "a|b", "a&b", "a>b", "x'y", 'x"y', "a\nb", "a\\b", "*", "a\tb"]
 
 
 # ---- walking the schema ---------------------------------------------------------------------
+
 
 def resolve(node: dict) -> dict:
     return cfg._resolve(SCHEMA, node)
@@ -78,10 +81,11 @@ def one_error(config: dict) -> str:
 
 # ---- unit level: accelbench.run.config ----------------------------------------------------------
 
+
 def test_default_config_is_valid_and_unchanged_by_check():
     before = copy.deepcopy(DEFAULT_CONFIG)
     assert cfg.check(DEFAULT_CONFIG) is DEFAULT_CONFIG
-    assert DEFAULT_CONFIG == before
+    assert before == DEFAULT_CONFIG
 
 
 def test_load_fills_every_default(tmp_path):
@@ -94,83 +98,107 @@ def test_load_fills_every_default(tmp_path):
     assert cfg.with_defaults({}) == cfg.with_defaults(DEFAULT_CONFIG)
 
 
-@pytest.mark.parametrize("config,key,allowed", [
-    # wrong types
-    ({"seed": "zero"}, "seed", "integer"),
-    ({"seed": True}, "seed", "integer"),
-    ({"matmul": {"sizes": [256.0]}}, "matmul.sizes[0]", "integer"),
-    ({"matmul": {"sizes": 256}}, "matmul.sizes", "array"),
-    ({"matmul": "big"}, "matmul", "object"),
-    ({"matmul": {"rotate_inputs": "yes"}}, "matmul.rotate_inputs", "boolean"),
-    ({"warmup": {"rel_tol": float("nan")}}, "warmup.rel_tol", "finite number"),
-    ({"matmul": {"min_run_time_s": float("inf")}}, "matmul.min_run_time_s", "finite number"),
-    # negative or zero sizes and times
-    ({"matmul": {"sizes": [256, 0]}}, "matmul.sizes[1]", ">= 1"),
-    ({"matmul": {"sizes": [-512]}}, "matmul.sizes[0]", ">= 1"),
-    ({"warmup": {"n": 0}}, "warmup.n", ">= 1"),
-    ({"transfer": {"sizes_mb": [0]}}, "transfer.sizes_mb[0]", "> 0"),
-    ({"matmul": {"min_run_time_s": 0}}, "matmul.min_run_time_s", "> 0"),
-    ({"amp": {"batch_size": -1}}, "amp.batch_size", ">= 1"),
-    ({"cpu_threads": -2}, "cpu_threads", ">= 0"),
-    ({"matmul": {"peak_tflops": {"cpu": {"float32": 0}}}}, "matmul.peak_tflops.cpu.float32", "> 0"),
-    # unknown dtypes and backends: the allowed values are listed
-    ({"matmul": {"dtypes": ["float32", "float64"]}}, "matmul.dtypes[1]",
-     "float32, tf32, bfloat16, float16, float8_e4m3fn"),
-    ({"backends": ["cpu", "gpu"]}, "backends[1]", "cpu, cuda, rocm, mps, xla"),
-    ({"amp": {"dtype": "fp8"}}, "amp.dtype", "auto, bfloat16, float16"),
-    ({"amp": {"workloads": ["vgg"]}}, "amp.workloads[0]", "mlp, transformer, gpt, resnet"),
-    ({"container": {"runtime": "lxc"}}, "container.runtime", "none, docker, podman, apptainer"),
-    ({"matmul": {"peak_tflops": {"gpu": {"float32": 1.0}}}}, "matmul.peak_tflops", "cpu"),
-    # empty lists, duplicates
-    ({"backends": []}, "backends", "empty"),
-    ({"matmul": {"sizes": []}}, "matmul.sizes", "empty"),
-    ({"matmul": {"dtypes": []}}, "matmul.dtypes", "empty"),
-    ({"amp": {"seeds": []}}, "amp.seeds", "empty"),
-    ({"matmul": {"sizes": [64, 64]}}, "matmul.sizes", "duplicate"),
-    # unknown keys: typos at the top level and nested; the allowed keys are listed
-    ({"backend": ["cpu"]}, "config: unknown key(s) 'backend'", "backends"),
-    ({"matmul": {"sizse": [64]}}, "matmul: unknown key(s) 'sizse'", "sizes"),
-    ({"amp": {"data": {"n_trian": 64}}}, "amp.data: unknown key(s) 'n_trian'", "n_train"),
-    ({"container": {"images": {"gpu": "x"}}}, "container.images: unknown key(s) 'gpu'", "cuda"),
-    # shell metacharacters in what reaches a command line
-    ({"run": "x; rm -rf ~"}, "run", "letters, digits"),
-    ({"run": "r1\n"}, "run", "letters, digits"),
-    ({"run": "../etc"}, "run", "letters, digits"),
-    ({"container": {"images": {"cpu": "img:1 && reboot"}}}, "container.images.cpu", "letters, digits"),
-    ({"container": {"build_args": {"cpu": {"PIP": "x; curl evil"}}}}, "container.build_args.cpu.PIP", "letters, digits"),
-    # rules between keys, checked with the schema (before any job, not when the stage gets there)
-    ({"warmup": {"window": 9, "max_iters": 4}}, "warmup.window", "2 .. 4"),
-    ({"amp": {"steps": 10, "warmup_steps": 10}}, "amp.warmup_steps", "0 .. 9"),
-    ({"amp": {"transformer": {"d_model": 64, "n_heads": 3}}}, "amp.transformer.n_heads", "divisor"),
-    ({"container": {"runtime": "podman"}, "backends": ["cpu", "mps"]}, "backends", "cpu, cuda, rocm"),
-    # telemetry and the sustained mode
-    ({"telemetry": {"hz": -5}}, "telemetry.hz", ">= 0"),
-    ({"telemetry": {"hz": 1000}}, "telemetry.hz", "<= 100"),
-    ({"telemetry": {"hz": "fast"}}, "telemetry.hz", "number"),
-    ({"telemetry": {"settle_rel_tol": 0}}, "telemetry.settle_rel_tol", "> 0"),
-    ({"telemetry": {"rate": 20}}, "telemetry: unknown key(s) 'rate'", "hz, settle_rel_tol"),
-    ({"matmul": {"soak_s": -1}}, "matmul.soak_s", ">= 0"),
-    ({"matmul": {"soak_s": 2, "soak_interval_s": 5}}, "matmul.soak_interval_s", "up to 2"),
-    # shapes, the search, memory bandwidth
-    ({"matmul": {"shapes": [{"m": 64, "n": 64}]}}, "matmul.shapes[0]", "missing key(s) 'k'; required: m, n, k"),
-    ({"matmul": {"shapes": [{"m": 64, "n": 0, "k": 8}]}}, "matmul.shapes[0].n", ">= 1"),
-    ({"matmul": {"shapes": [{"m": 64, "n": 8, "k": 8, "name": "q k v"}]}}, "matmul.shapes[0].name", "letters, digits"),
-    ({"matmul": {"shapes": [{"m": 1, "n": 2, "k": 3, "nme": "x"}]}}, "matmul.shapes[0]: unknown key(s) 'nme'", "name"),
-    ({"matmul": {"shapes": [{"m": 8, "n": 8, "k": 8}, {"m": 4, "n": 4, "k": 4, "name": "8x8x8"}]}},
-     "matmul.shapes[1]", "used once"),
-    ({"matmul": {"shapes": [{"m": 8, "n": 8, "k": 8, "name": "a"}, {"m": 4, "n": 4, "k": 4, "name": "a"}]}},
-     "matmul.shapes[1]", "name 'a' is also matmul.shapes[0]'s"),
-    ({"matmul": {"search": {"budget_s": 0}}}, "matmul.search.budget_s", "> 0"),
-    ({"matmul": {"search": {"m": {"min": 512, "max": 256}}}}, "matmul.search.m.min", "1 .. 256"),
-    ({"matmul": {"search": {"k": {"step": 0}}}}, "matmul.search.k.step", ">= 1"),
-    ({"matmul": {"search": {"dtypes": ["int8"]}}}, "matmul.search.dtypes[0]", "float32, tf32"),
-    ({"matmul": {"search": {"coarse_points": 1}}}, "matmul.search.coarse_points", ">= 2"),
-    ({"matmul": {"search": {"enable": True}}}, "matmul.search: unknown key(s) 'enable'", "enabled"),
-    ({"membw": {"max_mb": 0}}, "membw.max_mb", "> 0"),
-    ({"membw": {"size_factor": 1.0}}, "membw.size_factor", ">= 1.5"),
-    ({"membw": {"min_kb": 2048, "max_mb": 1}}, "membw.min_kb", "1 .. 1023"),
-    ({"membw": {"peak_gbps": {"tpu": 800}}}, "membw.peak_gbps", "cpu, cuda"),
-])
+@pytest.mark.parametrize(
+    "config,key,allowed",
+    [
+        # wrong types
+        ({"seed": "zero"}, "seed", "integer"),
+        ({"seed": True}, "seed", "integer"),
+        ({"matmul": {"sizes": [256.0]}}, "matmul.sizes[0]", "integer"),
+        ({"matmul": {"sizes": 256}}, "matmul.sizes", "array"),
+        ({"matmul": "big"}, "matmul", "object"),
+        ({"matmul": {"rotate_inputs": "yes"}}, "matmul.rotate_inputs", "boolean"),
+        ({"warmup": {"rel_tol": float("nan")}}, "warmup.rel_tol", "finite number"),
+        ({"matmul": {"min_run_time_s": float("inf")}}, "matmul.min_run_time_s", "finite number"),
+        # negative or zero sizes and times
+        ({"matmul": {"sizes": [256, 0]}}, "matmul.sizes[1]", ">= 1"),
+        ({"matmul": {"sizes": [-512]}}, "matmul.sizes[0]", ">= 1"),
+        ({"warmup": {"n": 0}}, "warmup.n", ">= 1"),
+        ({"transfer": {"sizes_mb": [0]}}, "transfer.sizes_mb[0]", "> 0"),
+        ({"matmul": {"min_run_time_s": 0}}, "matmul.min_run_time_s", "> 0"),
+        ({"amp": {"batch_size": -1}}, "amp.batch_size", ">= 1"),
+        ({"cpu_threads": -2}, "cpu_threads", ">= 0"),
+        ({"matmul": {"peak_tflops": {"cpu": {"float32": 0}}}}, "matmul.peak_tflops.cpu.float32", "> 0"),
+        # unknown dtypes and backends: the allowed values are listed
+        (
+            {"matmul": {"dtypes": ["float32", "float64"]}},
+            "matmul.dtypes[1]",
+            "float32, tf32, bfloat16, float16, float8_e4m3fn",
+        ),
+        ({"backends": ["cpu", "gpu"]}, "backends[1]", "cpu, cuda, rocm, mps, xla"),
+        ({"amp": {"dtype": "fp8"}}, "amp.dtype", "auto, bfloat16, float16"),
+        ({"amp": {"workloads": ["vgg"]}}, "amp.workloads[0]", "mlp, transformer, gpt, resnet"),
+        ({"container": {"runtime": "lxc"}}, "container.runtime", "none, docker, podman, apptainer"),
+        ({"matmul": {"peak_tflops": {"gpu": {"float32": 1.0}}}}, "matmul.peak_tflops", "cpu"),
+        # empty lists, duplicates
+        ({"backends": []}, "backends", "empty"),
+        ({"matmul": {"sizes": []}}, "matmul.sizes", "empty"),
+        ({"matmul": {"dtypes": []}}, "matmul.dtypes", "empty"),
+        ({"amp": {"seeds": []}}, "amp.seeds", "empty"),
+        ({"matmul": {"sizes": [64, 64]}}, "matmul.sizes", "duplicate"),
+        # unknown keys: typos at the top level and nested; the allowed keys are listed
+        ({"backend": ["cpu"]}, "config: unknown key(s) 'backend'", "backends"),
+        ({"matmul": {"sizse": [64]}}, "matmul: unknown key(s) 'sizse'", "sizes"),
+        ({"amp": {"data": {"n_trian": 64}}}, "amp.data: unknown key(s) 'n_trian'", "n_train"),
+        ({"container": {"images": {"gpu": "x"}}}, "container.images: unknown key(s) 'gpu'", "cuda"),
+        # shell metacharacters in what reaches a command line
+        ({"run": "x; rm -rf ~"}, "run", "letters, digits"),
+        ({"run": "r1\n"}, "run", "letters, digits"),
+        ({"run": "../etc"}, "run", "letters, digits"),
+        ({"container": {"images": {"cpu": "img:1 && reboot"}}}, "container.images.cpu", "letters, digits"),
+        (
+            {"container": {"build_args": {"cpu": {"PIP": "x; curl evil"}}}},
+            "container.build_args.cpu.PIP",
+            "letters, digits",
+        ),
+        # rules between keys, checked with the schema (before any job, not when the stage gets there)
+        ({"warmup": {"window": 9, "max_iters": 4}}, "warmup.window", "2 .. 4"),
+        ({"amp": {"steps": 10, "warmup_steps": 10}}, "amp.warmup_steps", "0 .. 9"),
+        ({"amp": {"transformer": {"d_model": 64, "n_heads": 3}}}, "amp.transformer.n_heads", "divisor"),
+        ({"container": {"runtime": "podman"}, "backends": ["cpu", "mps"]}, "backends", "cpu, cuda, rocm"),
+        # telemetry and the sustained mode
+        ({"telemetry": {"hz": -5}}, "telemetry.hz", ">= 0"),
+        ({"telemetry": {"hz": 1000}}, "telemetry.hz", "<= 100"),
+        ({"telemetry": {"hz": "fast"}}, "telemetry.hz", "number"),
+        ({"telemetry": {"settle_rel_tol": 0}}, "telemetry.settle_rel_tol", "> 0"),
+        ({"telemetry": {"rate": 20}}, "telemetry: unknown key(s) 'rate'", "hz, settle_rel_tol"),
+        ({"matmul": {"soak_s": -1}}, "matmul.soak_s", ">= 0"),
+        ({"matmul": {"soak_s": 2, "soak_interval_s": 5}}, "matmul.soak_interval_s", "up to 2"),
+        # shapes, the search, memory bandwidth
+        ({"matmul": {"shapes": [{"m": 64, "n": 64}]}}, "matmul.shapes[0]", "missing key(s) 'k'; required: m, n, k"),
+        ({"matmul": {"shapes": [{"m": 64, "n": 0, "k": 8}]}}, "matmul.shapes[0].n", ">= 1"),
+        (
+            {"matmul": {"shapes": [{"m": 64, "n": 8, "k": 8, "name": "q k v"}]}},
+            "matmul.shapes[0].name",
+            "letters, digits",
+        ),
+        (
+            {"matmul": {"shapes": [{"m": 1, "n": 2, "k": 3, "nme": "x"}]}},
+            "matmul.shapes[0]: unknown key(s) 'nme'",
+            "name",
+        ),
+        (
+            {"matmul": {"shapes": [{"m": 8, "n": 8, "k": 8}, {"m": 4, "n": 4, "k": 4, "name": "8x8x8"}]}},
+            "matmul.shapes[1]",
+            "used once",
+        ),
+        (
+            {"matmul": {"shapes": [{"m": 8, "n": 8, "k": 8, "name": "a"}, {"m": 4, "n": 4, "k": 4, "name": "a"}]}},
+            "matmul.shapes[1]",
+            "name 'a' is also matmul.shapes[0]'s",
+        ),
+        ({"matmul": {"search": {"budget_s": 0}}}, "matmul.search.budget_s", "> 0"),
+        ({"matmul": {"search": {"m": {"min": 512, "max": 256}}}}, "matmul.search.m.min", "1 .. 256"),
+        ({"matmul": {"search": {"k": {"step": 0}}}}, "matmul.search.k.step", ">= 1"),
+        ({"matmul": {"search": {"dtypes": ["int8"]}}}, "matmul.search.dtypes[0]", "float32, tf32"),
+        ({"matmul": {"search": {"coarse_points": 1}}}, "matmul.search.coarse_points", ">= 2"),
+        ({"matmul": {"search": {"enable": True}}}, "matmul.search: unknown key(s) 'enable'", "enabled"),
+        ({"membw": {"max_mb": 0}}, "membw.max_mb", "> 0"),
+        ({"membw": {"size_factor": 1.0}}, "membw.size_factor", ">= 1.5"),
+        ({"membw": {"min_kb": 2048, "max_mb": 1}}, "membw.min_kb", "1 .. 1023"),
+        ({"membw": {"peak_gbps": {"tpu": 800}}}, "membw.peak_gbps", "cpu, cuda"),
+    ],
+)
 def test_bad_value_names_key_and_allowed(config, key, allowed):
     message = one_error(config)
     assert message.startswith(key), message
@@ -179,8 +207,11 @@ def test_bad_value_names_key_and_allowed(config, key, allowed):
 
 def test_every_enum_lists_its_allowed_values():
     enums = [(p, s) for p, s in schema_nodes() if "enum" in s]
-    enums += [(p + (0,), resolve(s["items"])) for p, s in schema_nodes()
-              if s.get("type") == "array" and "enum" in resolve(s.get("items", {}))]
+    enums += [
+        (p + (0,), resolve(s["items"]))
+        for p, s in schema_nodes()
+        if s.get("type") == "array" and "enum" in resolve(s.get("items", {}))
+    ]
     assert len(enums) >= 5, enums  # backends, dtypes, workloads, amp.dtype, runtime
     for path, sub in enums:
         message = one_error(nested(path, "no-such-value"))
@@ -213,8 +244,11 @@ def test_every_free_string_rejects_shell_metacharacters():
 def test_every_free_map_constrains_its_keys():
     """Maps with free keys ({backend: {dtype: peak}}, build args -> --build-arg KEY=...) allow only
     listed or patterned keys: no shell metacharacters through a key either."""
-    maps = [(p, s) for p, s in [((), resolve(SCHEMA))] + list(schema_nodes())
-            if isinstance(s.get("additionalProperties"), dict)]
+    maps = [
+        (p, s)
+        for p, s in [((), resolve(SCHEMA))] + list(schema_nodes())
+        if isinstance(s.get("additionalProperties"), dict)
+    ]
     assert {("matmul", "peak_tflops"), ("container", "build_args")} <= {p for p, _ in maps}
     for path, sub in maps:
         assert "propertyNames" in sub, f"{key_text(path)}: free keys without propertyNames"
@@ -267,21 +301,31 @@ def test_missing_bad_and_non_mapping_config_files(tmp_path):
 
 # ---- accelbench run-info with a bad config --------------------------------------------------
 
+
 def accelbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "accelbench.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, "-m", "accelbench.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
-@pytest.mark.parametrize("config_json,run,needle", [
-    ("{not json", "r1", "--config-json: not valid JSON"),
-    ("[1, 2]", "r1", "--config-json: must be a JSON object"),
-    ('{"matmul": {"sizes": [0]}}', "r1", "matmul.sizes[0]: 0 is out of range"),
-    ('{"backends": ["tpu"]}', "r1", "backends[0]: 'tpu' is not allowed; allowed: cpu, cuda, rocm, mps, xla"),
-    ('{"matmul": {"sizes": [NaN]}}', "r1", "matmul.sizes[0]: nan"),
-    ('{"sede": 1}', "r1", "config: unknown key(s) 'sede'"),
-    ("{}", "r1;reboot", "--run: 'r1;reboot' is not allowed"),
-    ("{}", "", "--run: must not be empty"),
-])
+@pytest.mark.parametrize(
+    "config_json,run,needle",
+    [
+        ("{not json", "r1", "--config-json: not valid JSON"),
+        ("[1, 2]", "r1", "--config-json: must be a JSON object"),
+        ('{"matmul": {"sizes": [0]}}', "r1", "matmul.sizes[0]: 0 is out of range"),
+        ('{"backends": ["tpu"]}', "r1", "backends[0]: 'tpu' is not allowed; allowed: cpu, cuda, rocm, mps, xla"),
+        ('{"matmul": {"sizes": [NaN]}}', "r1", "matmul.sizes[0]: nan"),
+        ('{"sede": 1}', "r1", "config: unknown key(s) 'sede'"),
+        ("{}", "r1;reboot", "--run: 'r1;reboot' is not allowed"),
+        ("{}", "", "--run: must not be empty"),
+    ],
+)
 def test_run_info_rejects_bad_config_json(tmp_path, config_json, run, needle):
     out = tmp_path / "run.json"
     proc = accelbench("run-info", "--config-json", config_json, "--run", run, "--out", str(out))
@@ -293,8 +337,17 @@ def test_run_info_rejects_bad_config_json(tmp_path, config_json, run, needle):
 
 def test_run_info_writes_defaults_filled_config(tmp_path):
     out = tmp_path / "run.json"
-    proc = accelbench("run-info", "--config-json", json.dumps({"matmul": {"sizes": [64]}}), "--run", "r1",
-                      "--git-commit", "abc", "--out", str(out))
+    proc = accelbench(
+        "run-info",
+        "--config-json",
+        json.dumps({"matmul": {"sizes": [64]}}),
+        "--run",
+        "r1",
+        "--git-commit",
+        "abc",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     info = json.loads(out.read_text())
     assert info["run"] == "r1" and info["git_commit"] == "abc"
@@ -303,6 +356,7 @@ def test_run_info_writes_defaults_filled_config(tmp_path):
 
 
 # ---- the real snakemake command -------------------------------------------------------------
+
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     from workflow_runner import run_snakemake
@@ -333,19 +387,27 @@ def assert_config_error(proc: subprocess.CompletedProcess, work: Path, *needles:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("text,needles", [
-    ("seed: zero\n", ["seed: 'zero' has the wrong type; expected integer"]),
-    ("matmul:\n  sizes: [256, -1]\n", ["matmul.sizes[1]: -1 is out of range; allowed: >= 1"]),
-    ("matmul:\n  dtypes: [float64]\n", ["matmul.dtypes[0]", "allowed: float32, tf32, bfloat16, float16, float8_e4m3fn"]),
-    ("backends: [cpu, npu]\n", ["backends[1]", "allowed: cpu, cuda, rocm, mps, xla"]),
-    ("backends: []\n", ["backends: must not be empty"]),
-    ("backend: [cpu]\n", ["config: unknown key(s) 'backend'", "allowed: amp, "]),
-    ("amp:\n  mlp:\n    hiden: 8\n", ["amp.mlp: unknown key(s) 'hiden'", "allowed: hidden, layers"]),
-    ("run: 'r1; touch pwned'\n", ["run: 'r1; touch pwned' is not allowed (contains ';')"]),
-    ("run: '$(touch pwned)'\n", ["run:", "contains '$'"]),
-    ("container:\n  runtime: docker\n  images:\n    cpu: 'img`touch pwned`'\n",
-     ["container.images.cpu:", "contains '`'"]),
-])
+@pytest.mark.parametrize(
+    "text,needles",
+    [
+        ("seed: zero\n", ["seed: 'zero' has the wrong type; expected integer"]),
+        ("matmul:\n  sizes: [256, -1]\n", ["matmul.sizes[1]: -1 is out of range; allowed: >= 1"]),
+        (
+            "matmul:\n  dtypes: [float64]\n",
+            ["matmul.dtypes[0]", "allowed: float32, tf32, bfloat16, float16, float8_e4m3fn"],
+        ),
+        ("backends: [cpu, npu]\n", ["backends[1]", "allowed: cpu, cuda, rocm, mps, xla"]),
+        ("backends: []\n", ["backends: must not be empty"]),
+        ("backend: [cpu]\n", ["config: unknown key(s) 'backend'", "allowed: amp, "]),
+        ("amp:\n  mlp:\n    hiden: 8\n", ["amp.mlp: unknown key(s) 'hiden'", "allowed: hidden, layers"]),
+        ("run: 'r1; touch pwned'\n", ["run: 'r1; touch pwned' is not allowed (contains ';')"]),
+        ("run: '$(touch pwned)'\n", ["run:", "contains '$'"]),
+        (
+            "container:\n  runtime: docker\n  images:\n    cpu: 'img`touch pwned`'\n",
+            ["container.images.cpu:", "contains '`'"],
+        ),
+    ],
+)
 def test_snakemake_bad_configfile_one_line_no_job(tmp_path, text, needles):
     work = user_workdir(tmp_path)
     (work / "bad.yaml").write_text(text)
@@ -399,13 +461,15 @@ def test_snakemake_valid_config_dry_run(tmp_path):
     line = next(l for l in proc.stdout.splitlines() if "accelbench run-info" in l)
     argv = shlex.split(line.split("Shell command:", 1)[-1])
     config = json.loads(argv[argv.index("--config-json") + 1])
-    expected = cfg.with_defaults({**DEFAULT_CONFIG, "run": "okrun", "matmul": {**DEFAULT_CONFIG["matmul"],
-                                                                              "sizes": [64, 1048576]}})
+    expected = cfg.with_defaults(
+        {**DEFAULT_CONFIG, "run": "okrun", "matmul": {**DEFAULT_CONFIG["matmul"], "sizes": [64, 1048576]}}
+    )
     assert config == cfg.run_config(expected)  # the report-only keys (compare_to) are not the run's
     assert argv[argv.index("--run") + 1] == "okrun"
 
 
 # ---- compare_to (accelbench compare as a step of the run) --------------------------------------------------
+
 
 def test_compare_to_must_name_another_finished_run(tmp_path):
     results = tmp_path / "results"
@@ -456,8 +520,9 @@ def test_snakemake_compare_to_bad_name_and_existing_runs_named(tmp_path):
     proc = snakemake(work, "--cores", "1", "--config", "run=tuesday", "compare_to=sunday")
     errors = [l for l in proc.stderr.splitlines() if l.strip() and not SNAKEMAKE_NOTICE.match(l)]
     assert proc.returncode != 0 and len(errors) == 1, proc.stdout + proc.stderr
-    assert errors[0] == (PREFIX + "compare_to: 'sunday' is not a run under results/ (no results/sunday/run.json); "
-                         "allowed: monday")
+    assert errors[0] == (
+        PREFIX + "compare_to: 'sunday' is not a run under results/ (no results/sunday/run.json); allowed: monday"
+    )
     assert sorted(p.name for p in (work / "results").iterdir()) == ["monday"]  # no job ran
     proc = snakemake(work, "--cores", "1", "--dry-run", "--config", "run=tuesday", "compare_to=monday")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -469,11 +534,22 @@ def test_a_plugin_config_section_joins_the_schema_with_its_defaults():
     defaults fill it, a wrong value is one line naming the key, and a section declared twice is refused."""
     from accelbench.plugin import Stage
 
-    new = Stage("planted", "a planted stage", "device", entry="accelbench.stages.planted.measure", config_key="planted",
-                schema={"type": "object", "additionalProperties": False,
-                        "properties": {"sizes": {"type": "array", "items": {"type": "integer", "minimum": 1}},
-                                       "enabled": {"type": "boolean"}}},
-                defaults={"sizes": [128, 256], "enabled": True})
+    new = Stage(
+        "planted",
+        "a planted stage",
+        "device",
+        entry="accelbench.stages.planted.measure",
+        config_key="planted",
+        schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "sizes": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                "enabled": {"type": "boolean"},
+            },
+        },
+        defaults={"sizes": [128, 256], "enabled": True},
+    )
     schema = cfg.add_plugin_sections(cfg.load_schema(cfg.SCHEMA_PATH), [new])
     assert cfg.add_plugin_sections(cfg.load_schema(cfg.SCHEMA_PATH), []) == cfg.load_schema()  # no plug-in has one yet
     filled = cfg.with_defaults({"backends": ["cpu"]}, schema)

@@ -37,8 +37,11 @@ def resolve(node: dict) -> dict:
 
 # ---- valid configs from the schema ----------------------------------------------------------
 
+
 def _integers(sub: dict):
-    low = sub["minimum"] if "minimum" in sub else sub.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in sub else 0
+    low = (
+        sub["minimum"] if "minimum" in sub else sub.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in sub else 0
+    )
     return st.integers(min_value=low, max_value=low + 4096)
 
 
@@ -50,8 +53,14 @@ def _numbers(sub: dict):
     else:
         low, exclude = 0.0, False
     high, exclude_high = sub.get("maximum", sub.get("exclusiveMaximum", low + 100.0)), "exclusiveMaximum" in sub
-    return st.floats(min_value=low, max_value=high, exclude_min=exclude, exclude_max=exclude_high, allow_nan=False,
-                     allow_infinity=False)
+    return st.floats(
+        min_value=low,
+        max_value=high,
+        exclude_min=exclude,
+        exclude_max=exclude_high,
+        allow_nan=False,
+        allow_infinity=False,
+    )
 
 
 def valid(sub: dict):
@@ -68,9 +77,10 @@ def valid(sub: dict):
     if kind == "object":
         if "properties" in sub:
             required = set(sub.get("required", ()))
-            return st.fixed_dictionaries({k: valid(v) for k, v in sub["properties"].items() if k in required},
-                                         optional={k: valid(v) for k, v in sub["properties"].items()
-                                                   if k not in required})
+            return st.fixed_dictionaries(
+                {k: valid(v) for k, v in sub["properties"].items() if k in required},
+                optional={k: valid(v) for k, v in sub["properties"].items() if k not in required},
+            )
         if "enum" not in resolve(sub.get("propertyNames", {})):  # free-form sections (fleet.check): left empty
             return st.just({})
         keys = resolve(sub.get("propertyNames", {})).get("enum", ["k"])
@@ -114,7 +124,7 @@ def satisfy_cross_keys(config: dict) -> dict:
         if a["min"] > a["max"]:
             config.setdefault("matmul", {}).setdefault("search", {})[axis] = {**a, "min": a["max"], "max": a["min"]}
     bw = filled["membw"]
-    if bw["min_kb"] * 1024 >= bw["max_mb"] * 1024 ** 2:
+    if bw["min_kb"] * 1024 >= bw["max_mb"] * 1024**2:
         config.setdefault("membw", {}).update(min_kb=1, max_mb=max(1, bw["max_mb"]))
     if filled["container"]["runtime"] != "none":
         kept = [b for b in filled["backends"] if b in ("cpu", "cuda", "rocm")]
@@ -132,7 +142,9 @@ def satisfy_cross_keys(config: dict) -> dict:
     satisfy_workload_sizes(config, cfg.with_defaults(config)["amp"])
     t = amp["transformer"]
     if t["d_model"] % t["n_heads"]:
-        config.setdefault("amp", {}).setdefault("transformer", {})["d_model"] = t["n_heads"] * max(1, t["d_model"] // t["n_heads"])
+        config.setdefault("amp", {}).setdefault("transformer", {})["d_model"] = t["n_heads"] * max(
+            1, t["d_model"] // t["n_heads"]
+        )
     # scaling: sizes in order; world size 1 measured; every world's global batch within amp.data.n_train
     scaling = filled["scaling"]
     sizes = scaling["sizes"]
@@ -200,6 +212,7 @@ VALID = valid(SCHEMA).map(satisfy_cross_keys)
 
 
 # ---- one mutation of a valid config ---------------------------------------------------------
+
 
 def leaves(config, path=()):
     """(path, value) of every value in the config, containers included."""
@@ -271,7 +284,11 @@ def bad_values(sub: dict) -> list:
     if "anyOf" in sub:  # a value one alternative rejects may be another's: keep those the whole node rejects
         import jsonschema  # the test's own check of its candidates (the config code validates the same way)
 
-        out = [(why, v) for why, v in out if not jsonschema.Draft7Validator({**sub, "definitions": SCHEMA.get("definitions", {})}).is_valid(v)]
+        out = [
+            (why, v)
+            for why, v in out
+            if not jsonschema.Draft7Validator({**sub, "definitions": SCHEMA.get("definitions", {})}).is_valid(v)
+        ]
     return out
 
 
@@ -308,16 +325,24 @@ def invalid(draw):
         where = key_text(path) if path else "config"
         return replace(config, path, node_bad), f"{where}: unknown key(s) {typo!r}", "allowed: " + ", ".join(known)
     sub = schema_at(path)
-    contains = {"enum": "allowed: " + ", ".join(map(str, sub.get("enum", []))), "shell": "is not allowed",
-                "range": "out of range", "empty": "must not be empty"}.get(kind, "")
+    contains = {
+        "enum": "allowed: " + ", ".join(map(str, sub.get("enum", []))),
+        "shell": "is not allowed",
+        "range": "out of range",
+        "empty": "must not be empty",
+    }.get(kind, "")
     named = named_key(path)
     if named != path:  # inside an alternative (anyOf): the item's own path or the alternative's key, in its words
-        return replace(config, path, bad), (key_text(path) + ":", key_text(named) + ":"), \
-            schema_at(named).get("x-allowed") or contains
+        return (
+            replace(config, path, bad),
+            (key_text(path) + ":", key_text(named) + ":"),
+            schema_at(named).get("x-allowed") or contains,
+        )
     return replace(config, path, bad), key_text(path) + ":", contains
 
 
 # ---- in-process: many examples --------------------------------------------------------------
+
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(VALID)
@@ -349,8 +374,9 @@ SNAKEMAKE_CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
     from workflow_runner import run_snakemake
 
-    return run_snakemake(workdir, "--cores", "1", *args, config=config, config_name="c.yaml",
-                         env={"OMP_NUM_THREADS": "1"})
+    return run_snakemake(
+        workdir, "--cores", "1", *args, config=config, config_name="c.yaml", env={"OMP_NUM_THREADS": "1"}
+    )
 
 
 def job_counts(stdout: str) -> dict[str, int]:
@@ -404,7 +430,9 @@ def test_valid_config_gives_dag(tmp_path_factory, config):
     run = expected_run_id(config)
     for b in backends:
         assert f"results/{run}/matmul_{b}.csv" in proc.stdout, (run, b)
-    written = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*")) if (work / "results").exists() else []
+    written = (
+        sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*")) if (work / "results").exists() else []
+    )
     assert written == ([f"results/{baseline}", f"results/{baseline}/run.json"] if baseline else []), written
 
 

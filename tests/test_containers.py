@@ -39,31 +39,92 @@ def config_with(**container) -> dict:
 
 # ---- the argv, exactly -----------------------------------------------------------------------------------
 
-COMMON_ENV = ["--env", "ACCELBENCH_IMAGE=localhost/accelbench-{b}:latest", "--env", "ACCELBENCH_IMAGE_ID=abc123",
-              "--env", "HOME=/tmp", "--env", "MKL_NUM_THREADS=4", "--env", "OMP_NUM_THREADS=4"]
+COMMON_ENV = [
+    "--env",
+    "ACCELBENCH_IMAGE=localhost/accelbench-{b}:latest",
+    "--env",
+    "ACCELBENCH_IMAGE_ID=abc123",
+    "--env",
+    "HOME=/tmp",
+    "--env",
+    "MKL_NUM_THREADS=4",
+    "--env",
+    "OMP_NUM_THREADS=4",
+]
 GPU = {
     ("docker", "cpu"): [],
     ("podman", "cpu"): [],
     ("docker", "cuda"): ["--gpus", "all", "--ipc=host"],
     ("podman", "cuda"): ["--device", "nvidia.com/gpu=all", "--ipc=host"],
-    ("docker", "rocm"): ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-                         "--group-add", "109", "--security-opt", "seccomp=unconfined", "--ipc=host"],
-    ("podman", "rocm"): ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-                         "--group-add", "109", "--security-opt", "seccomp=unconfined", "--ipc=host"],
+    ("docker", "rocm"): [
+        "--device",
+        "/dev/kfd",
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--group-add",
+        "109",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--ipc=host",
+    ],
+    ("podman", "rocm"): [
+        "--device",
+        "/dev/kfd",
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--group-add",
+        "109",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--ipc=host",
+    ],
 }
 
 
 @pytest.mark.parametrize("runtime,backend", sorted(GPU))
 def test_run_argv_exact(runtime, backend):
-    argv = C.run_argv(runtime, backend, "abc123", ["accelbench", "matmul", "--backend", backend],
-                      workdir="/work/bench", uid=1000, gid=100, threads=4, image_id="abc123",
-                      image_ref=f"localhost/accelbench-{backend}:latest", device_gids=(109, 109))
+    argv = C.run_argv(
+        runtime,
+        backend,
+        "abc123",
+        ["accelbench", "matmul", "--backend", backend],
+        workdir="/work/bench",
+        uid=1000,
+        gid=100,
+        threads=4,
+        image_id="abc123",
+        image_ref=f"localhost/accelbench-{backend}:latest",
+        device_gids=(109, 109),
+    )
     podman_only = ["--security-opt", "label=disable"] if runtime == "podman" else []
     env = [e.format(b=backend) for e in COMMON_ENV]
-    expected = [runtime, "run", "--rm", "--init", "--uts=host", *podman_only, "--user", "1000:100",
-                *GPU[(runtime, backend)], "-v", "/work/bench:/work/bench", "-w", "/work/bench",
-                "--env", f"ACCELBENCH_CONTAINER_RUNTIME={runtime}", *env,
-                "abc123", "accelbench", "matmul", "--backend", backend]
+    expected = [
+        runtime,
+        "run",
+        "--rm",
+        "--init",
+        "--uts=host",
+        *podman_only,
+        "--user",
+        "1000:100",
+        *GPU[(runtime, backend)],
+        "-v",
+        "/work/bench:/work/bench",
+        "-w",
+        "/work/bench",
+        "--env",
+        f"ACCELBENCH_CONTAINER_RUNTIME={runtime}",
+        *env,
+        "abc123",
+        "accelbench",
+        "matmul",
+        "--backend",
+        backend,
+    ]
     assert argv == expected
 
 
@@ -84,8 +145,7 @@ def test_no_prefix_on_the_host_and_under_apptainer(runtime, backend):
 @pytest.mark.parametrize("runtime", ["docker", "podman"])
 def test_launch_prefix_exact(runtime):
     prefix = C.launch_prefix(config_with(runtime=runtime), "cuda", "/w", run_dir="results/r1", threads=3)
-    assert prefix == ("accelbench container exec --record results/r1/images/cuda.json --workdir /w"
-                      " --threads 3 --")
+    assert prefix == ("accelbench container exec --record results/r1/images/cuda.json --workdir /w --threads 3 --")
 
 
 def test_device_node_groups_come_from_the_device_nodes(tmp_path):
@@ -105,9 +165,10 @@ def test_mounts_results_folder_linked_elsewhere(tmp_path):
     work.mkdir()
     (work / "results").symlink_to(elsewhere)
     assert C.extra_mounts(str(work)) == (str(elsewhere),)
-    argv = C.run_argv("docker", "cpu", "img", ["true"], workdir=str(work), uid=0, gid=0,
-                      mounts=C.extra_mounts(str(work)))
-    assert argv[argv.index("-w") - 3:argv.index("-w")] == [f"{work}:{work}", "-v", f"{elsewhere}:{elsewhere}"]
+    argv = C.run_argv(
+        "docker", "cpu", "img", ["true"], workdir=str(work), uid=0, gid=0, mounts=C.extra_mounts(str(work))
+    )
+    assert argv[argv.index("-w") - 3 : argv.index("-w")] == [f"{work}:{work}", "-v", f"{elsewhere}:{elsewhere}"]
     (work / "results").unlink()
     (work / "results").mkdir()
     assert C.extra_mounts(str(work)) == ()
@@ -129,8 +190,18 @@ def test_hostile_workdir_is_one_word_for_the_shell(tmp_path):
     work.mkdir()
     prefix = C.launch_prefix(config_with(runtime="podman"), "cpu", str(work), run_dir="results/r", threads=2)
     words = shell_words(prefix, tmp_path)
-    assert words == ["accelbench", "container", "exec", "--record", "results/r/images/cpu.json",
-                     "--workdir", str(work), "--threads", "2", "--"]
+    assert words == [
+        "accelbench",
+        "container",
+        "exec",
+        "--record",
+        "results/r/images/cpu.json",
+        "--workdir",
+        str(work),
+        "--threads",
+        "2",
+        "--",
+    ]
     assert not list(tmp_path.rglob("PWNED*"))
 
 
@@ -139,8 +210,30 @@ def test_hostile_workdir_survives_the_argv_cli(tmp_path, capsys):
     work.mkdir()
     from accelbench.cli import main
 
-    assert main(["container", "argv", "--runtime", "docker", "--backend", "cpu", "--image", "img:1",
-                 "--workdir", str(work), "--threads", "1", "--", "accelbench", "detect", "--out", "a b.json"]) == 0
+    assert (
+        main(
+            [
+                "container",
+                "argv",
+                "--runtime",
+                "docker",
+                "--backend",
+                "cpu",
+                "--image",
+                "img:1",
+                "--workdir",
+                str(work),
+                "--threads",
+                "1",
+                "--",
+                "accelbench",
+                "detect",
+                "--out",
+                "a b.json",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out.strip()
     words = shell_words(printed, tmp_path)
     assert words[words.index("-w") + 1] == str(work)
@@ -164,16 +257,16 @@ def test_hostile_image_is_refused(image):
         C.build_argv("podman", "cpu", image, context="/repo")
 
 
-@pytest.mark.parametrize("args", [{"BASE_IMAGE": "x; rm -rf /"}, {"BAD-NAME": "x"}, {"A": "has space"},
-                                  {"A": "$(id)"}])
+@pytest.mark.parametrize("args", [{"BASE_IMAGE": "x; rm -rf /"}, {"BAD-NAME": "x"}, {"A": "has space"}, {"A": "$(id)"}])
 def test_hostile_build_args_are_refused(args):
     with pytest.raises(ConfigError, match="build_args"):
         C.build_argv("docker", "cpu", "img:1", context="/repo", build_args=args)
 
 
 def test_env_values_are_single_words_and_bad_names_refused():
-    argv = C.run_argv("docker", "cpu", "img", ["true"], workdir="/w", uid=0, gid=0,
-                      env={"CUDA_VISIBLE_DEVICES": "0, 1 ;x"})
+    argv = C.run_argv(
+        "docker", "cpu", "img", ["true"], workdir="/w", uid=0, gid=0, env={"CUDA_VISIBLE_DEVICES": "0, 1 ;x"}
+    )
     assert "CUDA_VISIBLE_DEVICES=0, 1 ;x" in argv
     with pytest.raises(ConfigError, match="variable name"):
         C.run_argv("docker", "cpu", "img", ["true"], workdir="/w", uid=0, gid=0, env={"A B": "1"})
@@ -184,8 +277,14 @@ def test_env_values_are_single_words_and_bad_names_refused():
 
 
 def test_only_relevant_host_variables_pass():
-    environ = {"CUDA_VISIBLE_DEVICES": "2,3", "SLURM_JOB_ID": "77", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
-               "HOME": "/root", "OMP_NUM_THREADS": "64", "HIP_VISIBLE_DEVICES": ""}
+    environ = {
+        "CUDA_VISIBLE_DEVICES": "2,3",
+        "SLURM_JOB_ID": "77",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "HOME": "/root",
+        "OMP_NUM_THREADS": "64",
+        "HIP_VISIBLE_DEVICES": "",
+    }
     assert C.host_env(environ) == {"CUDA_VISIBLE_DEVICES": "2,3", "SLURM_JOB_ID": "77"}
 
 
@@ -203,6 +302,7 @@ def test_record_argv_uses_this_users_ids(monkeypatch):
 
 
 # ---- config checks ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("runtime", ["docker", "podman", "apptainer"])
 @pytest.mark.parametrize("backend", ["mps", "xla"])
@@ -224,26 +324,45 @@ def test_backend_without_image_is_fine_on_the_host():
 def test_schema_refuses_hostile_container_settings():
     from accelbench.run.config import check
 
-    for bad in ({"images": {"cpu": "x;rm"}}, {"build_args": {"cpu": {"A": "x y"}}}, {"build_args": {"mps": {}}},
-                {"build": "yes"}, {"runtime": "singularity"}):
+    for bad in (
+        {"images": {"cpu": "x;rm"}},
+        {"build_args": {"cpu": {"A": "x y"}}},
+        {"build_args": {"mps": {}}},
+        {"build": "yes"},
+        {"runtime": "singularity"},
+    ):
         with pytest.raises(ConfigError) as err:
             check({"container": bad})
         assert str(err.value).startswith("container."), str(err.value)
-    check({"container": {"runtime": "apptainer", "images": {"cpu": "/shared/images/accelbench-cpu.sif"},
-                         "build_args": {"cpu": {"TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu"}}}})
+    check(
+        {
+            "container": {
+                "runtime": "apptainer",
+                "images": {"cpu": "/shared/images/accelbench-cpu.sif"},
+                "build_args": {"cpu": {"TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu"}},
+            }
+        }
+    )
 
 
 # ---- apptainer: the image each rule declares -----------------------------------------------------------
 
-@pytest.mark.parametrize("image,uri", [
-    ("localhost/accelbench-cpu:latest", "docker://localhost/accelbench-cpu:latest"),
-    ("ghcr.io/org/accelbench-cuda:0.1@sha256:" + "a" * 64, "docker://ghcr.io/org/accelbench-cuda:0.1@sha256:" + "a" * 64),
-    ("docker://rocm/pytorch:latest", "docker://rocm/pytorch:latest"),
-    ("oras://ghcr.io/org/x:1", "oras://ghcr.io/org/x:1"),
-    ("/shared/images/accelbench-cpu.sif", "/shared/images/accelbench-cpu.sif"),
-    ("images/accelbench-cpu.sif", "images/accelbench-cpu.sif"),
-    ("./x.sif", "./x.sif"),
-])
+
+@pytest.mark.parametrize(
+    "image,uri",
+    [
+        ("localhost/accelbench-cpu:latest", "docker://localhost/accelbench-cpu:latest"),
+        (
+            "ghcr.io/org/accelbench-cuda:0.1@sha256:" + "a" * 64,
+            "docker://ghcr.io/org/accelbench-cuda:0.1@sha256:" + "a" * 64,
+        ),
+        ("docker://rocm/pytorch:latest", "docker://rocm/pytorch:latest"),
+        ("oras://ghcr.io/org/x:1", "oras://ghcr.io/org/x:1"),
+        ("/shared/images/accelbench-cpu.sif", "/shared/images/accelbench-cpu.sif"),
+        ("images/accelbench-cpu.sif", "images/accelbench-cpu.sif"),
+        ("./x.sif", "./x.sif"),
+    ],
+)
 def test_apptainer_uri(image, uri):
     assert C.apptainer_uri(image) == uri
 
@@ -254,14 +373,19 @@ def test_no_apptainer_image_unless_apptainer(runtime):
 
 
 def test_apptainer_image_per_backend():
-    c = config_with(runtime="apptainer", images={"cpu": "/i/cpu.sif", "cuda": "reg.io/acc-cuda:1", "rocm": "/i/rocm.sif"})
-    assert [C.apptainer_image(c, b) for b in ("cpu", "cuda", "rocm")] == ["/i/cpu.sif", "docker://reg.io/acc-cuda:1",
-                                                                          "/i/rocm.sif"]
+    c = config_with(
+        runtime="apptainer", images={"cpu": "/i/cpu.sif", "cuda": "reg.io/acc-cuda:1", "rocm": "/i/rocm.sif"}
+    )
+    assert [C.apptainer_image(c, b) for b in ("cpu", "cuda", "rocm")] == [
+        "/i/cpu.sif",
+        "docker://reg.io/acc-cuda:1",
+        "/i/rocm.sif",
+    ]
 
 
 # ---- image records: fake docker/podman executables ------------------------------------------------------
 
-FAKE_ENGINE = r'''#!/usr/bin/env python3
+FAKE_ENGINE = r"""#!/usr/bin/env python3
 import json, os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_ENGINE_LOG"], "a") as fh:
@@ -278,7 +402,7 @@ elif args[:2] == ["image", "inspect"]:
                        "Created": "2026-01-01T00:00:00Z", "Labels": {"org.opencontainers.image.version": "0.1.0"}}]))
 elif args[0] == "pull":
     open(os.path.join(state, "present"), "w").close()
-'''
+"""
 
 
 @pytest.fixture
@@ -309,11 +433,32 @@ def write_run_file(path: Path, container: dict) -> Path:
 
 @pytest.mark.parametrize("runtime", ["docker", "podman"])
 def test_build_records_the_built_image(tmp_path, fake_engine, runtime):
-    run = write_run_file(tmp_path / "run.json", {"runtime": runtime, "images": {"cpu": "localhost/ab-cpu:t"},
-                                                 "build_args": {"cpu": {"TORCH_VERSION": "2.13.0+cpu"}}})
+    run = write_run_file(
+        tmp_path / "run.json",
+        {
+            "runtime": runtime,
+            "images": {"cpu": "localhost/ab-cpu:t"},
+            "build_args": {"cpu": {"TORCH_VERSION": "2.13.0+cpu"}},
+        },
+    )
     out = tmp_path / "images" / "cpu.json"
-    proc = subprocess.run([str(BIN / "accelbench"), "container", "build", "--run-file", str(run), "--backend", "cpu",
-                           "--context", str(REPO), "--out", str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(BIN / "accelbench"),
+            "container",
+            "build",
+            "--run-file",
+            str(run),
+            "--backend",
+            "cpu",
+            "--context",
+            str(REPO),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(out.read_text())
     assert rec["id"] == "0123abcd" * 8 and rec["image"] == "localhost/ab-cpu:t" and rec["built"] is True
@@ -323,33 +468,76 @@ def test_build_records_the_built_image(tmp_path, fake_engine, runtime):
     iid = build[build.index("--iidfile") + 1]
     # a checkout cloned from a public remote labels the image with it (a local path is no source URL)
     source = C.default_build_args(REPO).get("SOURCE_URL")
-    assert build == [runtime, "build", "--network=host", "-f", str(REPO / "containers/cpu/Containerfile"),
-                     "-t", "localhost/ab-cpu:t", "--build-arg", "ACCELBENCH_VERSION=0.1.0", "--build-arg",
-                     "VCS_REF=c0ffee", *(["--build-arg", f"SOURCE_URL={source}"] if source else []),
-                     "--build-arg", "TORCH_VERSION=2.13.0+cpu", "--iidfile", iid, str(REPO)]
+    assert build == [
+        runtime,
+        "build",
+        "--network=host",
+        "-f",
+        str(REPO / "containers/cpu/Containerfile"),
+        "-t",
+        "localhost/ab-cpu:t",
+        "--build-arg",
+        "ACCELBENCH_VERSION=0.1.0",
+        "--build-arg",
+        "VCS_REF=c0ffee",
+        *(["--build-arg", f"SOURCE_URL={source}"] if source else []),
+        "--build-arg",
+        "TORCH_VERSION=2.13.0+cpu",
+        "--iidfile",
+        iid,
+        str(REPO),
+    ]
     assert fake_engine()[1] == [runtime, "image", "inspect", "0123abcd" * 8]
 
 
 def test_build_false_takes_the_image_and_pulls_it_if_missing(tmp_path, fake_engine):
-    run = write_run_file(tmp_path / "run.json", {"runtime": "podman", "build": False,
-                                                 "images": {"cpu": "ghcr.io/org/accelbench-cpu:1"}})
-    proc = subprocess.run([str(BIN / "accelbench"), "container", "build", "--run-file", str(run), "--backend", "cpu"],
-                          capture_output=True, text=True)
+    run = write_run_file(
+        tmp_path / "run.json", {"runtime": "podman", "build": False, "images": {"cpu": "ghcr.io/org/accelbench-cpu:1"}}
+    )
+    proc = subprocess.run(
+        [str(BIN / "accelbench"), "container", "build", "--run-file", str(run), "--backend", "cpu"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["built"] is False
-    assert [c[:2] for c in fake_engine()] == [["podman", "image"], ["podman", "pull"], ["podman", "image"],
-                                             ["podman", "image"]]
+    assert [c[:2] for c in fake_engine()] == [
+        ["podman", "image"],
+        ["podman", "pull"],
+        ["podman", "image"],
+        ["podman", "image"],
+    ]
     assert not any(c[1] == "build" for c in fake_engine())
 
 
 def test_exec_runs_the_recorded_image_with_env(tmp_path, fake_engine, monkeypatch):
     rec = tmp_path / "cpu.json"
-    rec.write_text(json.dumps({"runtime": "podman", "backend": "cpu", "image": "localhost/ab-cpu:t", "id": "feed" * 16}))
+    rec.write_text(
+        json.dumps({"runtime": "podman", "backend": "cpu", "image": "localhost/ab-cpu:t", "id": "feed" * 16})
+    )
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
-    proc = subprocess.run([str(BIN / "accelbench"), "container", "exec", "--record", str(rec), "--workdir",
-                           str(tmp_path), "--threads", "3", "--", "accelbench", "detect", "--out", "x y.json"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            str(BIN / "accelbench"),
+            "container",
+            "exec",
+            "--record",
+            str(rec),
+            "--workdir",
+            str(tmp_path),
+            "--threads",
+            "3",
+            "--",
+            "accelbench",
+            "detect",
+            "--out",
+            "x y.json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     (call,) = fake_engine()
     assert call[:2] == ["podman", "run"]
@@ -361,18 +549,27 @@ def test_exec_runs_the_recorded_image_with_env(tmp_path, fake_engine, monkeypatc
 
 
 def test_exec_without_record_fails_in_one_line(tmp_path):
-    proc = subprocess.run([str(BIN / "accelbench"), "container", "exec", "--record", str(tmp_path / "none.json"),
-                           "--", "true"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(BIN / "accelbench"), "container", "exec", "--record", str(tmp_path / "none.json"), "--", "true"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr
 
 
 # ---- Containerfiles ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend,base", [
-    ("cpu", "docker.io/library/python:3.11."), ("cuda", "docker.io/pytorch/pytorch:"),
-    ("cuda", "-cudnn9-runtime@sha256:"), ("rocm", "docker.io/rocm/pytorch:rocm"),
-])
+
+@pytest.mark.parametrize(
+    "backend,base",
+    [
+        ("cpu", "docker.io/library/python:3.11."),
+        ("cuda", "docker.io/pytorch/pytorch:"),
+        ("cuda", "-cudnn9-runtime@sha256:"),
+        ("rocm", "docker.io/rocm/pytorch:rocm"),
+    ],
+)
 def test_containerfiles_use_pinned_official_bases(backend, base):
     text = (REPO / "containers" / backend / "Containerfile").read_text()
     default = next(line for line in text.splitlines() if line.startswith("ARG BASE_IMAGE="))
@@ -383,11 +580,15 @@ def test_containerfiles_use_pinned_official_bases(backend, base):
 @pytest.mark.parametrize("backend", ["cpu", "cuda", "rocm"])
 def test_containerfiles_install_accelbench_with_overridable_sources_and_labels(backend):
     text = (REPO / "containers" / backend / "Containerfile").read_text()
-    for needed in ("ARG PIP_INDEX_URL=", "--mount=type=bind,source=containers/wheels,target=/wheels",
-                   "pip install --find-links /wheels --no-deps /opt/accelbench", "ACCELBENCH_IN_CONTAINER=1",
-                   'org.opencontainers.image.source="${SOURCE_URL}"',
-                   'org.opencontainers.image.version="${ACCELBENCH_VERSION}"',
-                   'org.opencontainers.image.revision="${VCS_REF}"'):
+    for needed in (
+        "ARG PIP_INDEX_URL=",
+        "--mount=type=bind,source=containers/wheels,target=/wheels",
+        "pip install --find-links /wheels --no-deps /opt/accelbench",
+        "ACCELBENCH_IN_CONTAINER=1",
+        'org.opencontainers.image.source="${SOURCE_URL}"',
+        'org.opencontainers.image.version="${ACCELBENCH_VERSION}"',
+        'org.opencontainers.image.revision="${VCS_REF}"',
+    ):
         assert needed in text, needed
     if backend == "cpu":
         assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in text
@@ -406,6 +607,7 @@ def test_ignore_files_agree_and_keep_the_context_small():
 
 
 # ---- the workflow: which rule runs where, per runtime ----------------------------------------------------
+
 
 def snakemake(work: Path, config: dict, *args: str, env: dict | None = None, timeout: int = 300):
     from workflow_runner import run_snakemake
@@ -450,11 +652,15 @@ def test_engine_runtime_builds_the_image_first_and_runs_the_stages_in_it(tmp_pat
     cmds = dry_run_commands(proc.stdout)
     assert sorted(cmds["container_image"]) == sorted(
         f"accelbench container build --run-file results/tiny/run.json --backend {b} --context {REPO}"
-        f" --out results/tiny/images/{b}.json > results/tiny/logs/image_{b}.log 2>&1" for b in ("cpu", "cuda"))
+        f" --out results/tiny/images/{b}.json > results/tiny/logs/image_{b}.log 2>&1"
+        for b in ("cpu", "cuda")
+    )
     # detect runs in the GPU backend's image (where the GPU stages run); every benchmark in its backend's
     for cmd in cmds["detect"]:
-        assert cmd.startswith(f"accelbench container exec --record results/tiny/images/cuda.json --workdir {tmp_path}"
-                              " --threads 1 -- accelbench detect ")
+        assert cmd.startswith(
+            f"accelbench container exec --record results/tiny/images/cuda.json --workdir {tmp_path}"
+            " --threads 1 -- accelbench detect "
+        )
     for rule in BENCH_RULES:
         for cmd in cmds[rule]:
             backend = cmd.split("--backend ")[1].split()[0]
@@ -463,7 +669,7 @@ def test_engine_runtime_builds_the_image_first_and_runs_the_stages_in_it(tmp_pat
         assert all(c.startswith("accelbench ") and "container exec" not in c for c in cmds[rule])
 
 
-FAKE_APPTAINER = r'''#!/usr/bin/env python3
+FAKE_APPTAINER = r"""#!/usr/bin/env python3
 # Stands in for apptainer: records how snakemake calls it, then runs the command on the host with the
 # variable Apptainer sets in a container (APPTAINER_CONTAINER = the image).
 import json, os, sys
@@ -484,7 +690,7 @@ while args[0].startswith("-"):
 image, command = args[0], args[1:]
 log.write(json.dumps({"image": image, "flags": flags, "command": command}) + "\n"); log.close()
 os.execvpe(command[0], command, dict(os.environ, APPTAINER_CONTAINER=image))
-'''
+"""
 
 
 @pytest.fixture
@@ -514,21 +720,38 @@ def test_apptainer_dag_equals_the_host_dag(tmp_path, fake_apptainer):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     host = snakemake(tmp_path / "a", tiny(runtime="none"), "-n", "-p", "--cores", "2")
-    app = snakemake(tmp_path / "b", tiny(runtime="apptainer", images={"cpu": "reg.example/acc-cpu:1"}),
-                    "-n", "-p", "--cores", "2", "--sdm", "apptainer", env=env)
+    app = snakemake(
+        tmp_path / "b",
+        tiny(runtime="apptainer", images={"cpu": "reg.example/acc-cpu:1"}),
+        "-n",
+        "-p",
+        "--cores",
+        "2",
+        "--sdm",
+        "apptainer",
+        env=env,
+    )
     assert host.returncode == 0 and app.returncode == 0, app.stderr[-3000:]
     host_cmds, app_cmds = dry_run_commands(host.stdout), dry_run_commands(app.stdout)
     assert host_cmds.keys() == app_cmds.keys()
-    strip = lambda cmds: {r: [c.replace('"runtime": "none"', "").replace('"runtime": "apptainer"', "")
-                              .replace('"cpu": "localhost/accelbench-cpu:latest"', "")
-                              .replace('"cpu": "reg.example/acc-cpu:1"', "") for c in cs] for r, cs in cmds.items()}
+    strip = lambda cmds: {
+        r: [
+            c.replace('"runtime": "none"', "")
+            .replace('"runtime": "apptainer"', "")
+            .replace('"cpu": "localhost/accelbench-cpu:latest"', "")
+            .replace('"cpu": "reg.example/acc-cpu:1"', "")
+            for c in cs
+        ]
+        for r, cs in cmds.items()
+    }
     assert strip(host_cmds) == strip(app_cmds)
     assert "Singularity image docker://reg.example/acc-cpu:1 will be pulled." in app.stdout + app.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile,flag", [("apptainer-cpu", None), ("apptainer-cuda", "--nv"),
-                                          ("apptainer-rocm", "--rocm")])
+@pytest.mark.parametrize(
+    "profile,flag", [("apptainer-cpu", None), ("apptainer-cuda", "--nv"), ("apptainer-rocm", "--rocm")]
+)
 def test_apptainer_profiles_pass_their_device_flag(tmp_path, fake_apptainer, profile, flag):
     """A real snakemake run with --sdm apptainer (via the profile) through the stand-in apptainer, up to the
     warm-up: detect and warmup are exec'd in the backend's image with the profile's device flag."""
@@ -539,8 +762,17 @@ def test_apptainer_profiles_pass_their_device_flag(tmp_path, fake_apptainer, pro
     work = tmp_path / "work"
     work.mkdir()
     config = tiny(runtime="apptainer", images={"cpu": str(sif)})
-    proc = snakemake(work, config, "--profile", str(REPO / "profiles" / profile), "--cores", "2",
-                     "results/tiny/warmup_cpu.csv", env=env, timeout=600)
+    proc = snakemake(
+        work,
+        config,
+        "--profile",
+        str(REPO / "profiles" / profile),
+        "--cores",
+        "2",
+        "results/tiny/warmup_cpu.csv",
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     execs = [c for c in calls() if "image" in c]
     ran = sorted(re.search(r"\baccelbench (\S+)", c["command"][-1]).group(1) for c in execs)  # bash -c '...'
@@ -567,8 +799,9 @@ def test_apptainer_runs_every_device_stage_of_every_backend_in_its_image(tmp_pat
     config = tiny(runtime="apptainer", images=images)
     config["backends"] = ["cpu", "cuda"]
     config["matmul"] = {**config["matmul"], "sizes": [64], "fp8": False}
-    proc = snakemake(work, config, "--profile", str(REPO / "profiles" / "apptainer-cuda"), "--cores", "2",
-                     env=env, timeout=900)
+    proc = snakemake(
+        work, config, "--profile", str(REPO / "profiles" / "apptainer-cuda"), "--cores", "2", env=env, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ran = {}
     for c in calls():
@@ -576,8 +809,9 @@ def test_apptainer_runs_every_device_stage_of_every_backend_in_its_image(tmp_pat
             m = re.search(r"\baccelbench (\S+)", c["command"][-1])
             backend = re.search(r"--backend (\w+)", c["command"][-1])
             ran[(m.group(1), backend.group(1) if backend else None)] = c["image"]
-    expected = {(s.name, b): images[b] for b in ("cpu", "cuda") for s in registry.DEVICE_STAGES
-                if registry.stage_files(s, b)}
+    expected = {
+        (s.name, b): images[b] for b in ("cpu", "cuda") for s in registry.DEVICE_STAGES if registry.stage_files(s, b)
+    }
     expected[("detect", None)] = images["cuda"]  # detect runs where the GPU stages run
     assert ran == expected
     run = work / "results" / "tiny"
@@ -591,10 +825,16 @@ def test_apptainer_runs_every_device_stage_of_every_backend_in_its_image(tmp_pat
     assert (work / "results" / "report.html").stat().st_size > 0  # made on the host
 
 
-@pytest.mark.parametrize("url,kept", [
-    ("https://github.com/org/accelbench.git", True), ("git@github.com:org/accelbench.git", True),
-    ("ssh://git@host/org/accelbench", True), ("/work/main", False), ("../accelbench", False),
-])
+@pytest.mark.parametrize(
+    "url,kept",
+    [
+        ("https://github.com/org/accelbench.git", True),
+        ("git@github.com:org/accelbench.git", True),
+        ("ssh://git@host/org/accelbench", True),
+        ("/work/main", False),
+        ("../accelbench", False),
+    ],
+)
 def test_source_label_only_from_a_real_remote(tmp_path, url, kept):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", url], check=True)

@@ -68,11 +68,13 @@ CPU max MHz:                     2600.0000
 
 def fake_run(outputs: dict[str, str], seen: list | None = None):
     """A subprocess.run stand-in: stdout by argv[0] (or the full argv joined), rc 1 when unknown."""
+
     def run(argv, **kwargs):
         if seen is not None:
             seen.append((argv, kwargs))
         out = outputs.get(" ".join(argv), outputs.get(argv[0]))
         return subprocess.CompletedProcess(argv, 0 if out is not None else 1, stdout=out or "", stderr="")
+
     return run
 
 
@@ -87,8 +89,14 @@ def fake_sysfs(root: Path, *, cpus: dict[int, tuple[int, int]], max_khz: int | N
     for cpu, (pkg, core) in cpus.items():
         write(base / f"cpu{cpu}" / "topology" / "physical_package_id", f"{pkg}\n")
         write(base / f"cpu{cpu}" / "topology" / "core_id", f"{core}\n")
-    for i, (level, kind, size, shared) in enumerate([(1, "Data", "48K", "0-1"), (1, "Instruction", "32K", "0-1"),
-                                                     (2, "Unified", "2048K", "0-1"), (3, "Unified", "107520K", "0-3")]):
+    for i, (level, kind, size, shared) in enumerate(
+        [
+            (1, "Data", "48K", "0-1"),
+            (1, "Instruction", "32K", "0-1"),
+            (2, "Unified", "2048K", "0-1"),
+            (3, "Unified", "107520K", "0-3"),
+        ]
+    ):
         d = base / "cpu0" / "cache" / f"index{i}"
         write(d / "level", f"{level}\n")
         write(d / "type", f"{kind}\n")
@@ -128,10 +136,13 @@ def fake_torch(*, cuda=None, hip=None, props=(), available=None, mps=None, cudnn
             raise p
         return p
 
-    t.cuda = types.SimpleNamespace(is_available=is_available, device_count=lambda: len(props),
-                                   get_device_properties=get_props)
-    t.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: cudnn),
-                                       cpu=types.SimpleNamespace(get_cpu_capability=lambda: "AVX512"))
+    t.cuda = types.SimpleNamespace(
+        is_available=is_available, device_count=lambda: len(props), get_device_properties=get_props
+    )
+    t.backends = types.SimpleNamespace(
+        cudnn=types.SimpleNamespace(version=lambda: cudnn),
+        cpu=types.SimpleNamespace(get_cpu_capability=lambda: "AVX512"),
+    )
     if mps is not None:
         t.backends.mps = types.SimpleNamespace(is_available=lambda: mps, is_built=lambda: mps)
     t.get_num_threads = lambda: 4
@@ -214,7 +225,9 @@ def test_linux_cpu_info_x86_fixture(tmp_path):
     fake_sysfs(tmp_path / "sys", cpus={0: (0, 0), 1: (0, 0)}, max_khz=3_800_000)
     info = cpu_detect.linux_cpu_info(tmp_path / "proc", tmp_path / "sys", run=fake_run({}), affinity={0, 1})
     assert info["name"] == "Intel(R) Xeon(R) Platinum 8480+"
-    assert {"avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_int8", "avx512_vnni"} <= set(info["flags"])
+    assert {"avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_int8", "avx512_vnni"} <= set(
+        info["flags"]
+    )
     assert "fpu" not in info["flags"]  # only matmul-relevant flags are kept
     assert info["max_mhz"] == 3800.0 and info["clock_is_max"]
     assert info["cores_physical"] == 1 and info["l2_bytes"] == 2 * 2**20
@@ -227,8 +240,9 @@ def test_linux_cpu_info_arm_fixture(tmp_path):
     write(tmp_path / "proc" / "cpuinfo", ARM_CPUINFO)
     write(tmp_path / "proc" / "sys" / "abi" / "sve_default_vector_length", "32\n")
     fake_sysfs(tmp_path / "sys", cpus={0: (0, 0)})
-    info = cpu_detect.linux_cpu_info(tmp_path / "proc", tmp_path / "sys", run=fake_run({"lscpu": ARM_LSCPU}),
-                                  affinity={0})
+    info = cpu_detect.linux_cpu_info(
+        tmp_path / "proc", tmp_path / "sys", run=fake_run({"lscpu": ARM_LSCPU}), affinity={0}
+    )
     assert info["name"] == "Neoverse-V1"
     assert {"asimd", "neon", "sve", "bf16", "asimdhp", "i8mm"} <= set(info["flags"])
     assert (info["cpu_implementer"], info["cpu_part"]) == ("0x41", "0xd40")
@@ -239,10 +253,18 @@ def test_linux_cpu_info_arm_fixture(tmp_path):
 def test_darwin_cpu_info_with_fake_sysctl():
     """macOS path: untested on hardware."""
     seen: list = []
-    run = fake_run({"sysctl -n machdep.cpu.brand_string": "Apple M2 Pro\n", "sysctl -n hw.physicalcpu": "10\n",
-                    "sysctl -n hw.logicalcpu": "10\n", "sysctl -n hw.packages": "1\n",
-                    "sysctl -n hw.optional.neon": "1\n", "sysctl -n hw.optional.arm.FEAT_BF16": "1\n",
-                    "sysctl -n hw.optional.arm.FEAT_FP16": "1\n"}, seen)
+    run = fake_run(
+        {
+            "sysctl -n machdep.cpu.brand_string": "Apple M2 Pro\n",
+            "sysctl -n hw.physicalcpu": "10\n",
+            "sysctl -n hw.logicalcpu": "10\n",
+            "sysctl -n hw.packages": "1\n",
+            "sysctl -n hw.optional.neon": "1\n",
+            "sysctl -n hw.optional.arm.FEAT_BF16": "1\n",
+            "sysctl -n hw.optional.arm.FEAT_FP16": "1\n",
+        },
+        seen,
+    )
     info = cpu_detect.darwin_cpu_info(run=run)
     assert info["name"] == "Apple M2 Pro" and info["cores_physical"] == 10
     assert set(info["flags"]) == {"neon", "bf16", "asimdhp"}
@@ -270,13 +292,15 @@ def test_cpu_info_on_this_machine():
 
 def nvml(version="550.54.15"):
     """An ``import_module`` that finds only a fake pynvml reporting ``version``."""
-    module = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-                                   nvmlSystemGetDriverVersion=lambda: version)
+    module = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlSystemGetDriverVersion=lambda: version
+    )
 
     def import_module(name):
         if name != "pynvml":
             raise ModuleNotFoundError(f"No module named {name!r}")
         return module
+
     return import_module
 
 
@@ -296,8 +320,12 @@ def test_probe_cuda_present_with_fake_torch():
     assert entry["driver_version_source"] == "pynvml"
     assert entry["cudnn_version"] == 90100
     d0, d1 = entry["devices"]
-    assert (d0["device"], d0["name"], d0["compute_capability"], d0["multiprocessors"]) == \
-        ("cuda:0", "NVIDIA H100 80GB HBM3", "9.0", 132)
+    assert (d0["device"], d0["name"], d0["compute_capability"], d0["multiprocessors"]) == (
+        "cuda:0",
+        "NVIDIA H100 80GB HBM3",
+        "9.0",
+        132,
+    )
     assert d0["total_memory_bytes"] == 85_000_000_000 and d0["uuid"]
     assert d1["device"] == "cuda:1" and d1["compute_capability"] == "8.0"
     assert RocmBackend(torch=t).probe()["present"] is False
@@ -323,13 +351,16 @@ def test_amdgpu_driver_version_from_sysfs(tmp_path):
     assert cuda_backend.amdgpu_driver_version(tmp_path / "none") is None  # in-tree module: no version file
 
 
-@pytest.mark.parametrize("build, backend, phrase", [
-    ({}, "cuda", "CPU-only"),
-    ({}, "rocm", "no ROCm support"),
-    ({"cuda": "12.4"}, "cuda", "sees no device"),
-    ({"cuda": "12.4"}, "rocm", "CUDA build"),
-    ({"hip": "6.2"}, "rocm", "sees no device"),
-])
+@pytest.mark.parametrize(
+    "build, backend, phrase",
+    [
+        ({}, "cuda", "CPU-only"),
+        ({}, "rocm", "no ROCm support"),
+        ({"cuda": "12.4"}, "cuda", "sees no device"),
+        ({"cuda": "12.4"}, "rocm", "CUDA build"),
+        ({"hip": "6.2"}, "rocm", "sees no device"),
+    ],
+)
 def test_gpu_absence_reasons(no_driver, build, backend, phrase):
     entry = backends.get(backend, torch=fake_torch(**build)).probe()
     assert entry["present"] is False and entry["devices"] == []
@@ -369,8 +400,10 @@ def test_nvidia_smi_hanging_is_survived():
     def hang(argv, **kwargs):
         raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
 
-    assert cuda_backend.nvidia_driver_version(import_module=lambda n: (_ for _ in ()).throw(ImportError()),
-                                              run=hang)[0] is None
+    assert (
+        cuda_backend.nvidia_driver_version(import_module=lambda n: (_ for _ in ()).throw(ImportError()), run=hang)[0]
+        is None
+    )
 
 
 # --------------------------------------------------------------------------- MPS (fakes)
@@ -378,15 +411,23 @@ def test_nvidia_smi_hanging_is_survived():
 
 def test_probe_mps_present_on_fake_mac():
     """MPS path: untested on hardware."""
-    entry = MpsBackend(torch=fake_torch(mps=True), system="Darwin", mac_ver=lambda: ("14.5", ("", "", ""), "arm64"),
-                       run=fake_run({"sysctl": "Apple M2 Pro\n"})).probe()
+    entry = MpsBackend(
+        torch=fake_torch(mps=True),
+        system="Darwin",
+        mac_ver=lambda: ("14.5", ("", "", ""), "arm64"),
+        run=fake_run({"sysctl": "Apple M2 Pro\n"}),
+    ).probe()
     assert entry["present"] and entry["is_built"] and entry["macos_version"] == "14.5"
     assert entry["devices"] == [{"device": "mps", "name": "Apple M2 Pro", "macos_version": "14.5"}]
 
 
-@pytest.mark.parametrize("system, mps, phrase", [
-    ("Linux", None, "only on macOS"), ("Darwin", False, "no MPS support"),
-])
+@pytest.mark.parametrize(
+    "system, mps, phrase",
+    [
+        ("Linux", None, "only on macOS"),
+        ("Darwin", False, "no MPS support"),
+    ],
+)
 def test_probe_mps_absent(system, mps, phrase):
     entry = MpsBackend(torch=fake_torch(mps=mps), system=system, mac_ver=lambda: ("11.0", ("", "", ""), "")).probe()
     assert entry["present"] is False and phrase in entry["reason"]
@@ -410,14 +451,16 @@ def fake_import(modules: dict):
         if isinstance(value, Exception):
             raise value
         return value
+
     return import_module
 
 
 def fake_torch_xla(device_list, kind="TPU v4"):
     xla = types.SimpleNamespace(__version__="2.6.0", devices=lambda: list(device_list))
     # an old release: the process's own device from xm.xla_device(), not torch_xla.device()
-    xm = types.SimpleNamespace(xla_device_hw=lambda d: "TPU", xla_device_kind=lambda d: kind,
-                               xla_device=lambda: device_list[0])
+    xm = types.SimpleNamespace(
+        xla_device_hw=lambda d: "TPU", xla_device_kind=lambda d: kind, xla_device=lambda: device_list[0]
+    )
     return {"torch_xla": xla, "torch_xla.core.xla_model": xm}
 
 
@@ -437,8 +480,9 @@ def test_probe_xla_present_with_fake_torch_xla():
 def test_probe_xla_absent_or_broken_never_raises():
     entry = XlaBackend(torch=fake_torch(), import_module=fake_import({})).probe()
     assert entry["present"] is False and "not installed" in entry["reason"]
-    entry = XlaBackend(torch=fake_torch(),
-                       import_module=fake_import({"torch_xla": RuntimeError("libtpu mismatch")})).probe()
+    entry = XlaBackend(
+        torch=fake_torch(), import_module=fake_import({"torch_xla": RuntimeError("libtpu mismatch")})
+    ).probe()
     assert entry["present"] is False and "libtpu mismatch" in entry["reason"]
     entry = XlaBackend(torch=fake_torch(), import_module=fake_import(fake_torch_xla([]))).probe()
     assert entry["present"] is False and entry["torch_xla_version"] == "2.6.0" and "empty" in entry["reason"]
@@ -487,9 +531,13 @@ def test_device_info_unknown_device():
 # --------------------------------------------------------------------------- detect + CLI
 
 
-RUN_INFO = {"run": "t", "config": {"backends": ["cpu", "cuda"], "cpu_threads": 1,
-                                   "matmul": {"peak_tflops": {"cpu": {"float16": 0.5}}}},
-            "config_hash": "abc123", "git_commit": "deadbeef", "accelbench_version": "0.1.0"}
+RUN_INFO = {
+    "run": "t",
+    "config": {"backends": ["cpu", "cuda"], "cpu_threads": 1, "matmul": {"peak_tflops": {"cpu": {"float16": 0.5}}}},
+    "config_hash": "abc123",
+    "git_commit": "deadbeef",
+    "accelbench_version": "0.1.0",
+}
 
 
 def test_detect_on_this_machine_reports_every_backend():
@@ -525,7 +573,11 @@ def test_detect_survives_a_broken_probe_and_fills_gpu_peaks():
 
     fake_cuda = CudaBackend(torch=fake_torch(cuda="12.4", props=[H100]), import_module=nvml("550")).probe()
     report = detect(RUN_INFO, probes={"rocm": broken, "cuda": lambda: fake_cuda})
-    assert report["backends"]["rocm"] == {"present": False, "devices": [], "reason": "probe failed: RuntimeError: probe exploded"}
+    assert report["backends"]["rocm"] == {
+        "present": False,
+        "devices": [],
+        "reason": "probe failed: RuntimeError: probe exploded",
+    }
     peaks = report["backends"]["cuda"]["devices"][0]["peaks"]
     assert peaks["bfloat16"]["tflops"] == pytest.approx(989.4)
     assert report["requested_absent"] == []
@@ -562,8 +614,12 @@ def test_cli_entry_point_subprocess(tmp_path):
     run_file = tmp_path / "run.json"
     main(["run-info", "--config-json", '{"backends": ["cpu", "xla"]}', "--run", "sub", "--out", str(run_file)])
     out = tmp_path / "devices.json"
-    proc = subprocess.run([sys.executable, "-m", "accelbench", "detect", "--run-file", str(run_file),
-                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "accelbench", "detect", "--run-file", str(run_file), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "cpu: present" in proc.stdout
     report = json.loads(out.read_text())

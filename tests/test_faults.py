@@ -39,8 +39,9 @@ def _env() -> dict:
 
 
 def accelbench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "accelbench.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=_env())
+    return subprocess.run(
+        [sys.executable, "-m", "accelbench.cli", *args], capture_output=True, text=True, timeout=timeout, env=_env()
+    )
 
 
 def complete_lines(path: Path) -> list[dict]:
@@ -52,6 +53,7 @@ def complete_lines(path: Path) -> list[dict]:
 
 
 # ---- atomic writes ------------------------------------------------------------------------------
+
 
 def test_atomic_write_replaces_whole_file(tmp_path):
     target = tmp_path / "sub" / "f.json"
@@ -116,8 +118,9 @@ def test_sigkill_during_writes_never_leaves_half_a_file(tmp_path):
     size = 4 * 1024 * 1024
     target.write_text("A" * size + "\n")
     for delay in (0.0, 0.003, 0.007, 0.012, 0.02, 0.03, 0.05, 0.08):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(target), str(size)], env=_env(),
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(target), str(size)], env=_env(), stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout.readline().strip() == "first write done"  # killed while it is writing, not starting
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
@@ -135,6 +138,7 @@ def test_atomic_write_csv_keeps_column_order_even_without_rows(tmp_path):
 
 # ---- checkpoints ----------------------------------------------------------------------------------
 
+
 def test_checkpoint_partial_last_line_is_ignored_and_cut(tmp_path):
     path = tmp_path / "c.jsonl"
     ck = abio.Checkpoint(path, KEY)
@@ -146,18 +150,22 @@ def test_checkpoint_partial_last_line_is_ignored_and_cut(tmp_path):
     assert ("cpu", "float32", 128) not in again and ("cpu", "float32", 64) in again
     again.add({"device": "cpu", "dtype": "float32", "n": 128, "median_s": 2.0})
     third = abio.Checkpoint(path, KEY)  # the new point is on a line of its own, not glued to the fragment
-    assert {k: r["median_s"] for k, r in third.rows.items()} == {("cpu", "float32", "64"): 1.0,
-                                                                ("cpu", "float32", "128"): 2.0}
+    assert {k: r["median_s"] for k, r in third.rows.items()} == {
+        ("cpu", "float32", "64"): 1.0,
+        ("cpu", "float32", "128"): 2.0,
+    }
     assert path.read_text().count("\n") == 2
 
 
 def test_checkpoint_damaged_lines_and_foreign_rows_are_skipped(tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_text('{"device": "cpu", "dtype": "float32", "n": 64, "v": 1}\n'
-                    "\x00\x00garbage\n"
-                    '["not", "a", "row"]\n'
-                    '{"device": "cpu", "n": 64}\n'
-                    '{"device": "cpu", "dtype": "float32", "n": 64, "v": 2}\n')
+    path.write_text(
+        '{"device": "cpu", "dtype": "float32", "n": 64, "v": 1}\n'
+        "\x00\x00garbage\n"
+        '["not", "a", "row"]\n'
+        '{"device": "cpu", "n": 64}\n'
+        '{"device": "cpu", "dtype": "float32", "n": 64, "v": 2}\n'
+    )
     ck = abio.Checkpoint(path, KEY)
     assert list(ck.rows) == [("cpu", "float32", "64")] and list(ck.rows.values())[0]["v"] == 2  # the later line wins
 
@@ -178,23 +186,47 @@ SWEEP_SIZES = [32, 48, 64, 80, 96, 112, 128, 144, 160, 176]
 def write_run_file(folder: Path, config: dict, run: str = "faults") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / "run.json"
-    assert accelbench_cli.main(["run-info", "--config-json", json.dumps(config), "--run", run,
-                                "--git-commit", "test", "--out", str(out)]) == 0
+    assert (
+        accelbench_cli.main(
+            ["run-info", "--config-json", json.dumps(config), "--run", run, "--git-commit", "test", "--out", str(out)]
+        )
+        == 0
+    )
     return out
 
 
 def sweep_config(sizes=SWEEP_SIZES, min_run_time_s=0.1) -> dict:
-    return {"backends": ["cpu"], "cpu_threads": 1,
-            "matmul": {"sizes": sizes, "dtypes": ["float32"], "min_run_time_s": min_run_time_s,
-                       "point_budget_s": 60.0, "fp8": False, "tf32": False,
-                       "rotate_inputs": False}}
+    return {
+        "backends": ["cpu"],
+        "cpu_threads": 1,
+        "matmul": {
+            "sizes": sizes,
+            "dtypes": ["float32"],
+            "min_run_time_s": min_run_time_s,
+            "point_budget_s": 60.0,
+            "fp8": False,
+            "tf32": False,
+            "rotate_inputs": False,
+        },
+    }
 
 
 def matmul_argv(run_file: Path, ck: Path, out: Path) -> list[str]:
     """The stage writes registry.TABLES['matmul'].filename('cpu') (= out's name) into --out-dir."""
     assert out.name == "matmul_cpu.csv"
-    return ["matmul", "--run-file", str(run_file), "--backend", "cpu", "--threads", "1",
-            "--checkpoint", str(ck), "--out-dir", str(out.parent)]
+    return [
+        "matmul",
+        "--run-file",
+        str(run_file),
+        "--backend",
+        "cpu",
+        "--threads",
+        "1",
+        "--checkpoint",
+        str(ck),
+        "--out-dir",
+        str(out.parent),
+    ]
 
 
 def kill_when(path: Path, proc: subprocess.Popen, at_least: int, at_most: int, timeout: float = 300) -> None:
@@ -238,8 +270,7 @@ def test_killed_matmul_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     ck = tmp_path / "results" / "faults" / "checkpoints" / "matmul_cpu.jsonl"
     out = tmp_path / "results" / "faults" / "matmul_cpu.csv"
     argv = [sys.executable, "-m", "accelbench", *matmul_argv(run_file, ck, out)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(),
-                            start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(), start_new_session=True)
     kill_when(ck, proc, at_least=2, at_most=len(SWEEP_SIZES) - 3)
     assert proc.returncode == -signal.SIGKILL
     assert not out.exists()  # the CSV is written at the end, whole: a killed sweep leaves none
@@ -280,13 +311,17 @@ def test_pipeline_killed_during_matmul_resumes(tmp_path):
     outside the job's outputs, keeps the points done before the kill."""
     work = tmp_path / "work"
     work.mkdir()
-    config = {**MINI, "run": "killed", "matmul": {**MINI["matmul"], "sizes": SWEEP_SIZES, "dtypes": ["float32"],
-                                                  "min_run_time_s": 0.1}}
+    config = {
+        **MINI,
+        "run": "killed",
+        "matmul": {**MINI["matmul"], "sizes": SWEEP_SIZES, "dtypes": ["float32"], "min_run_time_s": 0.1},
+    }
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     target = "results/killed/matmul_cpu.csv"
     base = snakemake_argv(work, "--configfile", str(work / "config.yaml"), "--cores", "1")
-    proc = subprocess.Popen(base + [target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        base + [target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(), start_new_session=True
+    )
     ck = work / "results" / "killed" / "checkpoints" / "matmul_cpu.jsonl"
     kill_when(ck, proc, at_least=2, at_most=len(SWEEP_SIZES) - 3, timeout=600)
     before = complete_lines(ck)
@@ -298,8 +333,9 @@ def test_pipeline_killed_during_matmul_resumes(tmp_path):
         assert "--unlock" in rerun.stderr, rerun.stderr[-3000:]
         unlock = subprocess.run(base + ["--unlock"], capture_output=True, text=True, timeout=300, env=_env())
         assert unlock.returncode == 0, unlock.stderr[-2000:]
-        rerun = subprocess.run(base + ["--rerun-incomplete", target], capture_output=True, text=True, timeout=900,
-                               env=_env())
+        rerun = subprocess.run(
+            base + ["--rerun-incomplete", target], capture_output=True, text=True, timeout=900, env=_env()
+        )
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     log = (work / "results" / "killed" / "logs" / "matmul_cpu.log").read_text()
     assert log.count("from checkpoint") == len(before), log
@@ -307,6 +343,7 @@ def test_pipeline_killed_during_matmul_resumes(tmp_path):
 
 
 # ---- an exception at one point or on one device ---------------------------------------------------
+
 
 def test_exception_at_one_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     from accelbench.stages.matmul import measure as matmul
@@ -359,6 +396,7 @@ def test_exception_on_one_device_is_recorded_and_the_others_go_on(tmp_path, monk
 
 # ---- a damaged CSV under results/ -----------------------------------------------------------------
 
+
 def damage(path: Path, how: str) -> None:
     data = path.read_bytes()
     if how == "truncated":  # cut in the middle of a line, as a copy interrupted halfway
@@ -388,10 +426,16 @@ def copy_and_damage(finished_run: Path, tmp_path: Path, name: str, how: str) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,how", [
-    ("matmul_cpu.csv", "truncated"), ("matmul_cpu.csv", "cut_at_line"), ("amp_cpu_trials.csv", "truncated"),
-    ("warmup_cpu.csv", "binary"), ("amp_cpu_summary.csv", "empty"),
-])
+@pytest.mark.parametrize(
+    "name,how",
+    [
+        ("matmul_cpu.csv", "truncated"),
+        ("matmul_cpu.csv", "cut_at_line"),
+        ("amp_cpu_trials.csv", "truncated"),
+        ("warmup_cpu.csv", "binary"),
+        ("amp_cpu_summary.csv", "empty"),
+    ],
+)
 def test_aggregate_names_damaged_file_and_refuses(finished_run, tmp_path, name, how):
     results, bad = copy_and_damage(finished_run, tmp_path, name, how)
     out_dir = results / "aggregate"
@@ -418,7 +462,7 @@ def test_allow_incomplete_goes_on_and_the_report_says_so(finished_run, tmp_path)
     assert proc.returncode == 0, proc.stderr
     page = html.read_text()
     assert 'id="incomplete"' in page, "no incomplete-data banner"
-    banner = page[page.index('id="incomplete"'):]
+    banner = page[page.index('id="incomplete"') :]
     banner = banner[: banner.index("</div>")]
     assert f"mini/{name}" in banner and "allow-incomplete" in banner, banner
 
@@ -426,8 +470,18 @@ def test_allow_incomplete_goes_on_and_the_report_says_so(finished_run, tmp_path)
     good = tmp_path / "good"
     shutil.copytree(finished_run / "results" / "mini", good / "mini")
     assert accelbench("aggregate", "--results", str(good), "--out-dir", str(good / "aggregate")).returncode == 0
-    assert accelbench("report", "--aggregate-dir", str(good / "aggregate"), "--plots-dir", str(plots),
-                      "--out", str(tmp_path / "good.html")).returncode == 0
+    assert (
+        accelbench(
+            "report",
+            "--aggregate-dir",
+            str(good / "aggregate"),
+            "--plots-dir",
+            str(plots),
+            "--out",
+            str(tmp_path / "good.html"),
+        ).returncode
+        == 0
+    )
     assert 'id="incomplete"' not in (tmp_path / "good.html").read_text()
 
 
@@ -442,12 +496,24 @@ def test_pipeline_stops_on_a_damaged_csv_and_makes_no_report(finished_run, tmp_p
     time.sleep(1.1)
     bad = work / "results" / "mini" / "matmul_cpu.csv"
     damage(bad, "truncated")
-    proc = subprocess.run(snakemake_argv(work, "--configfile", str(work / "config.yaml"), "--cores", "1",
-                                         "--show-failed-logs",
-                                         # only file times decide what reruns (not the checkout's commit,
-                                         # which may have moved since the finished run was made)
-                                         "--rerun-triggers", "mtime"),
-                          capture_output=True, text=True, timeout=900, env=_env())
+    proc = subprocess.run(
+        snakemake_argv(
+            work,
+            "--configfile",
+            str(work / "config.yaml"),
+            "--cores",
+            "1",
+            "--show-failed-logs",
+            # only file times decide what reruns (not the checkout's commit,
+            # which may have moved since the finished run was made)
+            "--rerun-triggers",
+            "mtime",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=_env(),
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     # the history rule reads the run's CSVs first (aggregate waits for it): its job fails, naming the file

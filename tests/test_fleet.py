@@ -27,8 +27,9 @@ def headline_table(metric_prefix: str):
     return next((t, h) for t, h in registry.HEADLINES if h.name == metric_prefix)
 
 
-def fake_tables(nodes: dict[str, float], throttled: set[str] = frozenset(), failed_point: dict | None = None,
-                devices: int = 1) -> dict[str, pd.DataFrame]:
+def fake_tables(
+    nodes: dict[str, float], throttled: set[str] = frozenset(), failed_point: dict | None = None, devices: int = 1
+) -> dict[str, pd.DataFrame]:
     """Tables as aggregate gathers them: for each node (value: its speed factor, 1.0 = nominal) every headline
     table gets rows per device and per value of the headline's ``per`` columns; a lower-is-better headline's value
     is divided by the factor. Values vary by a small deterministic jitter (+-1%)."""
@@ -36,11 +37,22 @@ def fake_tables(nodes: dict[str, float], throttled: set[str] = frozenset(), fail
     runs = []
     for i, (node, factor) in enumerate(sorted(nodes.items())):
         run_id = f"fleet-{node}"
-        runs.append({"run_id": run_id, "host": "samehost", "env_json": json.dumps({"SLURMD_NODENAME": node}),
-                     "config_json": "{}", "timestamp_utc": "2026-12-02T07:00:00Z"})
+        runs.append(
+            {
+                "run_id": run_id,
+                "host": "samehost",
+                "env_json": json.dumps({"SLURMD_NODENAME": node}),
+                "config_json": "{}",
+                "timestamp_utc": "2026-12-02T07:00:00Z",
+            }
+        )
         for table, h in registry.HEADLINES:
-            per_values = {"dtype": ["float32", "bfloat16"], "kernel": ["copy", "triad"], "direction": ["h2d"],
-                          "memory": ["pinned"]}
+            per_values = {
+                "dtype": ["float32", "bfloat16"],
+                "kernel": ["copy", "triad"],
+                "direction": ["h2d"],
+                "memory": ["pinned"],
+            }
             combos = [{}]
             for p in h.per:
                 combos = [{**c, p: v} for c in combos for v in per_values[p]]
@@ -49,9 +61,18 @@ def fake_tables(nodes: dict[str, float], throttled: set[str] = frozenset(), fail
                     jitter = 1.0 + 0.01 * (((i * 7 + d * 3 + len(str(c))) % 5) - 2) / 2
                     nominal = 10.0 * jitter
                     value = nominal * factor if h.higher_is_better else nominal / factor
-                    row = {"run_id": run_id, "backend": "cpu", "device": f"dev{d}", "device_name": MODEL, **c,
-                           h.column: value, "status": "ok", "status_detail": "", "throttled": False,
-                           "throttle_reasons": ""}
+                    row = {
+                        "run_id": run_id,
+                        "backend": "cpu",
+                        "device": f"dev{d}",
+                        "device_name": MODEL,
+                        **c,
+                        h.column: value,
+                        "status": "ok",
+                        "status_detail": "",
+                        "throttled": False,
+                        "throttle_reasons": "",
+                    }
                     if h.at_max:  # a smaller size that must be ignored (in cache: far faster)
                         tables.setdefault(table, []).append({**row, h.at_max: 1024, h.column: value * 5})
                         row[h.at_max] = 1 << 24
@@ -78,6 +99,7 @@ def verdict_of(result, node):
 
 # ---- the rule --------------------------------------------------------------------------------------------
 
+
 def test_rule_needs_both_k_mads_and_the_percentage():
     rule = V.Rule(k_mad=3, min_drop_pct=10)
     # tight fleet: MAD tiny, a 2% dip is many MADs but under 10% -> not slow
@@ -99,6 +121,7 @@ def test_robust_center_is_the_median_and_normal_scaled_mad():
 
 # ---- verdicts on fake node results -----------------------------------------------------------------------
 
+
 def test_healthy_fleet_is_all_healthy():
     result = evaluate(fake_tables({f"n{i}": 1.0 for i in range(1, 6)}))
     assert list(result.verdicts["verdict"]) == ["healthy"] * 5 and result.exit_code == 0
@@ -116,8 +139,11 @@ def test_planted_slow_node_is_flagged_with_the_metric_and_by_how_much():
     assert "matmul_tflops:float32" in v["slow_metrics"].split(",")
     assert "warmup_warm_s" in v["slow_metrics"].split(",")  # lower is better: twice the time is slow too
     assert "% worse than the fleet median" in v["detail"] and "matmul_tflops:bfloat16" in v["detail"]
-    drop = result.judged[(result.judged["node"] == "n4") & (result.judged["metric"] == "matmul_tflops:float32")
-                         & (result.judged["level"] == "node")]["drop_pct"].iloc[0]
+    drop = result.judged[
+        (result.judged["node"] == "n4")
+        & (result.judged["metric"] == "matmul_tflops:float32")
+        & (result.judged["level"] == "node")
+    ]["drop_pct"].iloc[0]
     assert drop == pytest.approx(50, abs=2)
     assert all(verdict_of(result, n)["verdict"] == "healthy" for n in ("n1", "n2", "n3"))
     assert result.verdicts["node"].iloc[0] == "n4"  # flagged nodes first
@@ -148,11 +174,16 @@ def test_throttled_node():
 
 
 def test_failed_node_from_its_job_and_from_a_failed_point():
-    tables = fake_tables({"n1": 1.0, "n2": 1.0, "n3": 1.0},
-                         failed_point={"node": "n3", "metric": "matmul_tflops", "detail": "CUDA error: ECC"})
-    records = [V.NodeRecord("n1", run_id="fleet-n1"), V.NodeRecord("n2", run_id="fleet-n2"),
-               V.NodeRecord("n3", run_id="fleet-n3"),
-               V.NodeRecord("n9", state="failed", error="node n9 is down* in SLURM (not responding)")]
+    tables = fake_tables(
+        {"n1": 1.0, "n2": 1.0, "n3": 1.0},
+        failed_point={"node": "n3", "metric": "matmul_tflops", "detail": "CUDA error: ECC"},
+    )
+    records = [
+        V.NodeRecord("n1", run_id="fleet-n1"),
+        V.NodeRecord("n2", run_id="fleet-n2"),
+        V.NodeRecord("n3", run_id="fleet-n3"),
+        V.NodeRecord("n9", state="failed", error="node n9 is down* in SLURM (not responding)"),
+    ]
     result = evaluate(tables, records)
     assert verdict_of(result, "n9")["verdict"] == "failed" and "down*" in verdict_of(result, "n9")["detail"]
     v3 = verdict_of(result, "n3")
@@ -175,6 +206,7 @@ def test_fleet_too_small_for_a_median_uses_only_the_baseline():
 
 # ---- the CLI on run folders ------------------------------------------------------------------------------
 
+
 def write_node_folders(root: Path, tables: dict[str, pd.DataFrame], records=()) -> None:
     """Each node's run folder as the node job writes it: run.json, each table's CSV with every documented
     column, fleet_node.json."""
@@ -183,8 +215,16 @@ def write_node_folders(root: Path, tables: dict[str, pd.DataFrame], records=()) 
         node = json.loads(r["env_json"])["SLURMD_NODENAME"]
         d = root / node
         d.mkdir(parents=True)
-        (d / registry.RUN_FILE).write_text(json.dumps({"run": r["run_id"], "config": {"backends": ["cpu"]},
-                                                       "env": {"SLURMD_NODENAME": node}, "host": "samehost"}))
+        (d / registry.RUN_FILE).write_text(
+            json.dumps(
+                {
+                    "run": r["run_id"],
+                    "config": {"backends": ["cpu"]},
+                    "env": {"SLURMD_NODENAME": node},
+                    "host": "samehost",
+                }
+            )
+        )
         (d / registry.DEVICES_FILE).write_text(json.dumps({"host": "samehost", "env": {"SLURMD_NODENAME": node}}))
         (d / NODE_FILE).write_text(json.dumps({"node": node, "state": "ok", "run_id": r["run_id"]}))
         for name, df in tables.items():
@@ -199,8 +239,9 @@ def write_node_folders(root: Path, tables: dict[str, pd.DataFrame], records=()) 
 
 
 def accelbench(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True, text=True, cwd=cwd, check=False,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "accelbench", *args], capture_output=True, text=True, cwd=cwd, check=False, timeout=300
+    )
 
 
 def test_run_info_records_the_slurm_node_name():
@@ -214,8 +255,11 @@ def test_cli_exit_codes_and_table(tmp_path, case):
     if case == "healthy":
         write_node_folders(tmp_path, fake_tables({"n1": 1.0, "n2": 1.0, "n3": 1.0}))
     else:
-        write_node_folders(tmp_path, fake_tables({"n1": 1.0, "n2": 1.0, "n3": 0.4}),
-                           [V.NodeRecord("n4", "failed", "node n4 is down* in SLURM (not responding)")])
+        write_node_folders(
+            tmp_path,
+            fake_tables({"n1": 1.0, "n2": 1.0, "n3": 0.4}),
+            [V.NodeRecord("n4", "failed", "node n4 is down* in SLURM (not responding)")],
+        )
     proc = accelbench("fleet", str(tmp_path))
     assert proc.returncode == (0 if case == "healthy" else 1), proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
@@ -241,15 +285,18 @@ def test_cli_baseline_round_trip(tmp_path):
     assert proc.returncode == 1 and "worse than the baseline" in proc.stdout
 
 
-@pytest.mark.parametrize("args, key", [
-    (["--k-mad", "0"], "fleet.k_mad"),
-    (["--min-drop-pct", "150"], "fleet.min_drop_pct"),
-    (["--min-drop-pct", "-1"], "fleet.min_drop_pct"),
-    (["--nodes", ","], "fleet.nodes"),
-    (["--nodes", "n1;rm -rf"], "fleet.nodes"),
-    (["--partition", "bad name"], "fleet.partition"),
-    (["--baseline", "/nonexistent/base.csv"], "fleet.baseline"),
-])
+@pytest.mark.parametrize(
+    "args, key",
+    [
+        (["--k-mad", "0"], "fleet.k_mad"),
+        (["--min-drop-pct", "150"], "fleet.min_drop_pct"),
+        (["--min-drop-pct", "-1"], "fleet.min_drop_pct"),
+        (["--nodes", ","], "fleet.nodes"),
+        (["--nodes", "n1;rm -rf"], "fleet.nodes"),
+        (["--partition", "bad name"], "fleet.partition"),
+        (["--baseline", "/nonexistent/base.csv"], "fleet.baseline"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_key(tmp_path, args, key):
     write_node_folders(tmp_path, fake_tables({"n1": 1.0, "n2": 1.0, "n3": 1.0}))
     proc = accelbench("fleet", str(tmp_path), *args)
@@ -278,6 +325,7 @@ def test_fleet_config_section_from_the_plugin():
 
 # ---- the report's Fleet section and heat map ---------------------------------------------------------------
 
+
 def test_report_fleet_section_and_heat_map(tmp_path):
     from accelbench.reporting import aggregate as A
     from accelbench.reporting.html import build_context, render
@@ -300,8 +348,8 @@ def test_report_fleet_section_and_heat_map(tmp_path):
     plt.close(fig)
     A.write(tables, manifest, tmp_path / "agg")
     html = render(build_context(tmp_path / "agg", tmp_path / "plots"))
-    section = html[html.index('<section id="fleet">'):]
-    section = section[:section.index("</section>")]
+    section = html[html.index('<section id="fleet">') :]
+    section = section[: section.index("</section>")]
     assert "4 nodes" in section and section.index(">n3<") < section.index(">n1<")
     assert "worse than the fleet median" in section
 
@@ -317,10 +365,28 @@ def test_snakemake_fleet_target_submits_from_the_host(tmp_path):
     """`snakemake fleet` is its own target (not part of all): one local job running accelbench fleet --submit into
     results/fleet-<run>, with the config's fleet section."""
     (tmp_path / "config.yaml").write_text("run: lab\nfleet:\n  partition: gpu\n")
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "fleet", "-n", "-p", "-s", str(REPO / "Snakefile"),
-                           "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"),
-                           "--profile", str(REPO / "profiles" / "slurm")],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "fleet",
+            "-n",
+            "-p",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(tmp_path / "config.yaml"),
+            "--profile",
+            str(REPO / "profiles" / "slurm"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "rule fleet:" in out, out
@@ -371,10 +437,18 @@ def test_resolve_nodes_bad_input_lines():
     known = {n: plan.SlurmNode(n, s, ("gpu",)) for n, s in (("a1", "idle"), ("a2", "down*"), ("a3", "drain"))}
     known["c1"] = plan.SlurmNode("c1", "mix", ("cpu",))
     assert [n.name for n in plan.resolve_nodes({"partition": "gpu"}, known, ["gpu", "cpu"])] == ["a1", "a2", "a3"]
-    assert [n.unreachable != "" for n in plan.resolve_nodes({"partition": "gpu"}, known, ["gpu"])] == [False, True, True]
+    assert [n.unreachable != "" for n in plan.resolve_nodes({"partition": "gpu"}, known, ["gpu"])] == [
+        False,
+        True,
+        True,
+    ]
     assert "not responding" in known["a2"].unreachable and known["c1"].unreachable == ""
-    for fleet, key in (({"partition": "nosuch"}, "fleet.partition"), ({"nodes": ["zz"]}, "fleet.nodes"),
-                       ({}, "fleet.nodes"), ({"partition": "gpu", "nodes": ["c1"]}, "fleet.nodes")):
+    for fleet, key in (
+        ({"partition": "nosuch"}, "fleet.partition"),
+        ({"nodes": ["zz"]}, "fleet.nodes"),
+        ({}, "fleet.nodes"),
+        ({"partition": "gpu", "nodes": ["c1"]}, "fleet.nodes"),
+    ):
         with pytest.raises(ConfigError, match=key):
             plan.resolve_nodes(fleet, known, ["gpu", "cpu"])
 
@@ -413,8 +487,12 @@ def test_node_name_from_kubernetes_then_slurm_then_host(monkeypatch):
     assert node.node_name() == "k8s-node-7"
     monkeypatch.delenv("ACCELBENCH_FLEET_NODE")
     assert node.node_name() == "s1"
-    runs = pd.DataFrame([{"run_id": "r1", "host": "pod-abc", "env_json": json.dumps({"ACCELBENCH_FLEET_NODE": "k1"})},
-                         {"run_id": "r2", "host": "h2", "env_json": "{}"}])
+    runs = pd.DataFrame(
+        [
+            {"run_id": "r1", "host": "pod-abc", "env_json": json.dumps({"ACCELBENCH_FLEET_NODE": "k1"})},
+            {"run_id": "r2", "host": "h2", "env_json": "{}"},
+        ]
+    )
     assert V.node_of_runs(runs) == {"r1": "k1", "r2": "h2"}
 
 
@@ -430,9 +508,18 @@ def test_every_device_of_a_node_is_checked_at_once_in_its_own_process(tmp_path, 
     monkeypatch.setattr(node, "visible_variable", lambda b: "ACCELBENCH_TEST_VISIBLE")
     monkeypatch.setattr(node, "device_count", lambda b: 2)
     monkeypatch.setenv("ACCELBENCH_FLEET_NODE", "gpu-node-1")
-    config = with_defaults({"cpu_threads": 1, "fleet": {"threads": 1, "check": {
-        "matmul": {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02},
-        "membw": {"max_mb": 1, "min_run_time_s": 0.02}}}})
+    config = with_defaults(
+        {
+            "cpu_threads": 1,
+            "fleet": {
+                "threads": 1,
+                "check": {
+                    "matmul": {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02},
+                    "membw": {"max_mb": 1, "min_run_time_s": 0.02},
+                },
+            },
+        }
+    )
     folder = tmp_path / "fleet-d"
     started = []
     real_popen = subprocess.Popen

@@ -68,8 +68,13 @@ class CpuCap:
 
 
 def _env() -> dict:
-    return dict(os.environ, SLURM_CONF=str(BASE / "etc" / "slurm.conf"), BASE=str(BASE),
-                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    return dict(
+        os.environ,
+        SLURM_CONF=str(BASE / "etc" / "slurm.conf"),
+        BASE=str(BASE),
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        OMP_NUM_THREADS="1",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,20 +82,32 @@ def fleet_cluster():
     if os.environ.get("ACCELBENCH_SKIP_SLURM_TESTS") == "1" and os.environ.get("CI") != "true":
         pytest.skip("ACCELBENCH_SKIP_SLURM_TESTS=1")  # never in CI: there a missing SLURM is a failure
     if os.geteuid() != 0:
-        pytest.fail("the fleet SLURM test needs root to install and start slurm "
-                    "(set ACCELBENCH_SKIP_SLURM_TESTS=1 to skip it on this machine)")
+        pytest.fail(
+            "the fleet SLURM test needs root to install and start slurm "
+            "(set ACCELBENCH_SKIP_SLURM_TESTS=1 to skip it on this machine)"
+        )
     env = dict(_env(), NODES=" ".join(NODES), START=" ".join(STARTED))
     down = [str(REPO / ".ci" / "slurm-fleet-down.sh")]
-    up = subprocess.run(["timeout", "-k", "10", "900", "bash", str(REPO / ".ci" / "slurm-fleet-up.sh")],
-                        capture_output=True, text=True, env=env, check=False)
+    up = subprocess.run(
+        ["timeout", "-k", "10", "900", "bash", str(REPO / ".ci" / "slurm-fleet-up.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if up.returncode != 0:
         subprocess.run(["bash", *down], env=dict(env, PURGE="1"), capture_output=True, check=False)
         pytest.fail(f".ci/slurm-fleet-up.sh failed (rc={up.returncode}):\n{up.stdout[-2000:]}\n{up.stderr[-3000:]}")
     try:
         yield env
     finally:
-        proc = subprocess.run(["timeout", "-k", "10", "120", "bash", *down], env=dict(env, PURGE="1"),
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["timeout", "-k", "10", "120", "bash", *down],
+            env=dict(env, PURGE="1"),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -107,13 +124,19 @@ def slowed_node(fleet_cluster):
 
 
 def fleet(env, folder: Path, *args, limit_s: int = 400):
-    return subprocess.run(["timeout", "-k", "10", str(limit_s), sys.executable, "-m", "accelbench", "fleet",
-                           str(folder), *args], capture_output=True, text=True, env=env, check=False)
+    return subprocess.run(
+        ["timeout", "-k", "10", str(limit_s), sys.executable, "-m", "accelbench", "fleet", str(folder), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
 
 
 def jobs_known(env) -> int:
-    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i"], capture_output=True, text=True, env=env,
-                         check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "--states=all", "-o", "%i"], capture_output=True, text=True, env=env, check=True
+    ).stdout
     return len(out.split())
 
 
@@ -142,12 +165,15 @@ def test_slowed_node_is_slow_unreachable_node_failed_the_rest_healthy(fleet_clus
     assert lines[1].startswith("n4") and lines[2].startswith(SLOWED)  # flagged first
 
 
-@pytest.mark.parametrize("args, key", [
-    (["--partition", "nosuch"], "fleet.partition"),
-    (["--nodes", "n1,n9"], "fleet.nodes"),
-    ([], "fleet.nodes"),                     # neither a partition nor nodes: an empty node list
-    (["--partition", "fleet", "--k-mad", "-1"], "fleet.k_mad"),
-])
+@pytest.mark.parametrize(
+    "args, key",
+    [
+        (["--partition", "nosuch"], "fleet.partition"),
+        (["--nodes", "n1,n9"], "fleet.nodes"),
+        ([], "fleet.nodes"),  # neither a partition nor nodes: an empty node list
+        (["--partition", "fleet", "--k-mad", "-1"], "fleet.k_mad"),
+    ],
+)
 def test_bad_input_is_one_line_before_any_job(fleet_cluster, tmp_path, args, key):
     before = jobs_known(fleet_cluster)
     proc = fleet(fleet_cluster, tmp_path / "fleet-bad", "--submit", *args, limit_s=120)
@@ -158,6 +184,7 @@ def test_bad_input_is_one_line_before_any_job(fleet_cluster, tmp_path, args, key
 
 # ---- multi-node scaling: srun + torch.distributed.run, c10d rendezvous, gloo ----------------------------------
 
+
 def scaling_run(env, tmp: Path, timeout_s: int = 150, ranks_per_node: int = 1, steps: int | None = None) -> Path:
     """run.json of a tiny scaling config: world 1 on this host, and a world of 2 nodes x ranks_per_node through
     srun (``steps``: the training steps, where a test needs the world to be training for seconds)."""
@@ -165,19 +192,58 @@ def scaling_run(env, tmp: Path, timeout_s: int = 150, ranks_per_node: int = 1, s
     from tiny_config import SCALING_ON, TINY
 
     amp = dict(TINY["amp"], steps=steps) if steps else TINY["amp"]
-    cfg = dict(TINY, amp=amp, run="multinode", scaling=dict(SCALING_ON, world_sizes=[1], nodes=2, ranks_per_node=ranks_per_node,
-                                                   collectives=["all_reduce", "broadcast"], timeout_s=timeout_s,
-                                                   sizes={"min_bytes": 1024, "max_bytes": 32768, "factor": 32}))
+    cfg = dict(
+        TINY,
+        amp=amp,
+        run="multinode",
+        scaling=dict(
+            SCALING_ON,
+            world_sizes=[1],
+            nodes=2,
+            ranks_per_node=ranks_per_node,
+            collectives=["all_reduce", "broadcast"],
+            timeout_s=timeout_s,
+            sizes={"min_bytes": 1024, "max_bytes": 32768, "factor": 32},
+        ),
+    )
     run = tmp / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "accelbench", "run-info", "--config-json", json.dumps(cfg), "--run",
-                           "multinode", "--out", str(run)], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelbench",
+            "run-info",
+            "--config-json",
+            json.dumps(cfg),
+            "--run",
+            "multinode",
+            "--out",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return run
 
 
 def scaling_argv(run: Path, tmp: Path) -> list[str]:
-    return [sys.executable, "-m", "accelbench", "scaling", "--run-file", str(run), "--backend", "cpu", "--threads", "1",
-            "--out-dir", str(tmp)]
+    return [
+        sys.executable,
+        "-m",
+        "accelbench",
+        "scaling",
+        "--run-file",
+        str(run),
+        "--backend",
+        "cpu",
+        "--threads",
+        "1",
+        "--out-dir",
+        str(tmp),
+    ]
 
 
 @pytest.mark.parametrize("ranks_per_node", [1, 2])
@@ -187,8 +253,13 @@ def test_two_nodes_through_srun(fleet_cluster, tmp_path, ranks_per_node):
     env = fleet_cluster
     world = 2 * ranks_per_node
     run = scaling_run(env, tmp_path, ranks_per_node=ranks_per_node)
-    proc = subprocess.run(["timeout", "-k", "10", "400", *scaling_argv(run, tmp_path)], capture_output=True,
-                          text=True, env=env, check=False)
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "400", *scaling_argv(run, tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     summary = pd.read_csv(tmp_path / "scaling_cpu.csv")
@@ -206,8 +277,9 @@ def test_two_nodes_through_srun(fleet_cluster, tmp_path, ranks_per_node):
         assert scopes == {"world": {4}, "intra_node": {2}, "inter_node": {2}}, scopes
         assert len(coll[coll["scope"] == "intra_node"]) == len(coll[coll["scope"] == "world"])
     # the world was one SLURM allocation of two nodes (its job stays listed for MinJobAge)
-    jobs = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%D|%T"], capture_output=True, text=True,
-                          env=env, check=True).stdout.splitlines()
+    jobs = subprocess.run(
+        ["squeue", "-h", "--states=all", "-o", "%j|%D|%T"], capture_output=True, text=True, env=env, check=True
+    ).stdout.splitlines()
     mine = [j.split("|") for j in jobs if j.startswith("accelbench-scaling-")]
     assert mine and all(d == "2" for _, d, _ in mine), jobs
 
@@ -237,6 +309,9 @@ def test_a_killed_nodes_rank_ends_the_world_and_leaves_no_process(fleet_cluster,
     assert (one["status"] == "ok").all()  # the rest still reports
     for pid in (victim, rank0):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
-    left = [p.pid for p in psutil.process_iter(["cmdline"])
-            if "accelbench.stages.scaling.rank" in " ".join(p.info["cmdline"] or [])]
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "accelbench.stages.scaling.rank" in " ".join(p.info["cmdline"] or [])
+    ]
     assert not left, left

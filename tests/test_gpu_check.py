@@ -27,8 +27,14 @@ REHEARSAL = REPO / "bench" / "gpu_check_rehearsal.tsv"
 
 
 def dry_run(**env) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CHECK), "--dry-run"], capture_output=True, text=True, timeout=60, cwd=REPO,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        ["bash", str(CHECK), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **env},
+    )
 
 
 def rehearsal() -> dict[str, tuple[float, float, float]]:
@@ -45,7 +51,7 @@ def test_plan_fits_six_minutes_with_30_percent_headroom_over_the_rehearsal():
     steps = re.findall(r"^\s+(\w+)\s+(\d+) s\s+H200 est\.", out.stdout, re.MULTILINE)
     budgets = {name: int(b) for name, b in steps}
     times = rehearsal()
-    assert set(budgets) == set(times), (set(budgets) ^ set(times))
+    assert set(budgets) == set(times), set(budgets) ^ set(times)
     for name, budget in budgets.items():
         standin, scale, gpu = times[name]
         assert standin > 0 and gpu > 0 and 1 <= scale <= 4, name  # measured / estimated, never a placeholder 0
@@ -75,8 +81,14 @@ def test_dry_run_fails_on_a_step_without_rehearsal_or_with_too_little_headroom(t
 
 def source_and_run(script: str, tmp_path: Path, timeout: int = 60) -> subprocess.CompletedProcess:
     body = f"GPU_CHECK_SOURCE_ONLY=1 source {CHECK}\n{script}"
-    return subprocess.run(["bash", "-c", body], capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    return subprocess.run(
+        ["bash", "-c", body],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
 
 
 def alive(pid: int) -> bool:
@@ -175,12 +187,30 @@ def test_the_headline_path_needs_neither_jsonschema_nor_snakemake(tmp_path):
     blocker = tmp_path / "block.py"
     blocker.write_text(BLOCKER)
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    got = subprocess.run([sys.executable, str(blocker), "-"], capture_output=True, text=True, timeout=120,
-                         cwd=REPO, env=env)
+    got = subprocess.run(
+        [sys.executable, str(blocker), "-"], capture_output=True, text=True, timeout=120, cwd=REPO, env=env
+    )
     assert got.returncode == 0 and "imported" in got.stdout, got.stderr[-2000:]
-    got = subprocess.run([sys.executable, str(blocker), "bench/gpu_headline.py", "--device", "cpu", "--dtypes",
-                          "float32", "--sizes", "64", "--min-run-time", "0.01"], capture_output=True, text=True,
-                         timeout=300, cwd=REPO, env=env)
+    got = subprocess.run(
+        [
+            sys.executable,
+            str(blocker),
+            "bench/gpu_headline.py",
+            "--device",
+            "cpu",
+            "--dtypes",
+            "float32",
+            "--sizes",
+            "64",
+            "--min-run-time",
+            "0.01",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+    )
     assert got.returncode == 0, got.stderr[-2000:]
     assert re.search(r"KEY headline cpu float32 \(float32\) n=64: [\d.e+-]+ TFLOP/s", got.stdout), got.stdout
 
@@ -191,12 +221,18 @@ def test_wheel_tags_are_checked_for_cpython_3_12_manylinux_x86_64():
         import gpu_wheels
     finally:
         sys.path.remove(str(REPO / "bench"))
-    ok = ["rpds_py-2026.9.1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-          "snakemake-9.27.1-py3-none-any.whl", "greenlet-3.5.6-cp312-cp312-manylinux_2_28_x86_64.whl",
-          "cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
-    bad = ["rpds_py-2026.9.1-cp311-cp311-manylinux_2_17_x86_64.whl",
-           "greenlet-3.5.6-cp312-cp312-win_amd64.whl", "pulp-3.3.2-cp312-cp312-manylinux_2_17_aarch64.whl",
-           "x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl"]
+    ok = [
+        "rpds_py-2026.9.1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "snakemake-9.27.1-py3-none-any.whl",
+        "greenlet-3.5.6-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl",
+    ]
+    bad = [
+        "rpds_py-2026.9.1-cp311-cp311-manylinux_2_17_x86_64.whl",
+        "greenlet-3.5.6-cp312-cp312-win_amd64.whl",
+        "pulp-3.3.2-cp312-cp312-manylinux_2_17_aarch64.whl",
+        "x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl",
+    ]
     assert all(gpu_wheels.check_tags(w) is None for w in ok), [gpu_wheels.check_tags(w) for w in ok]
     assert all(gpu_wheels.check_tags(w) for w in bad)
     env = gpu_wheels.target_environment("3.12")
@@ -222,23 +258,49 @@ def test_carried_wheels_where_present_are_all_cp312_manylinux(wheels):
 
 
 def test_a_stage_step_whose_stage_is_not_in_this_build_says_so(tmp_path):
-    got = subprocess.run([sys.executable, "bench/gpu_stage.py", "gpt2_eager", "--stage", "no_such_stage,nor_this",
-                          "--results", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    got = subprocess.run(
+        [
+            sys.executable,
+            "bench/gpu_stage.py",
+            "gpt2_eager",
+            "--stage",
+            "no_such_stage,nor_this",
+            "--results",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
     assert got.returncode == 0, got.stderr[-2000:]
-    assert got.stdout.strip() == ("KEY gpt2_eager: not available in this build (no stage no_such_stage or nor_this "
-                                  "in accelbench.registry.STAGES)")
+    assert got.stdout.strip() == (
+        "KEY gpt2_eager: not available in this build (no stage no_such_stage or nor_this in accelbench.registry.STAGES)"
+    )
 
 
 def test_a_short_check_returns_its_files_within_the_device_tools_limits(tmp_path):
     """The whole script, two cheap steps of it (GPU_CHECK_ONLY): summary.txt with the key numbers first, the
     skipped steps said, steps.log, results.tar.gz, and the check of the returned files' limits."""
     out = tmp_path / "out"
-    got = subprocess.run(["bash", str(CHECK)], capture_output=True, text=True, timeout=300, cwd=REPO,
-                         env={**os.environ, "OUT": str(out), "PYTHON": sys.executable, "GPU_CHECK_ONLY": "device,fleet",
-                              # the stand-in on 2 loaded cores: the fleet step's two processes take 10 s or more
-                              "GPU_CHECK_BUDGET_SCALE": "3",
-                              "GPU_WHEELS": str(tmp_path / "no-wheels"), "TMPDIR": str(tmp_path)})
+    got = subprocess.run(
+        ["bash", str(CHECK)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={
+            **os.environ,
+            "OUT": str(out),
+            "PYTHON": sys.executable,
+            "GPU_CHECK_ONLY": "device,fleet",
+            # the stand-in on 2 loaded cores: the fleet step's two processes take 10 s or more
+            "GPU_CHECK_BUDGET_SCALE": "3",
+            "GPU_WHEELS": str(tmp_path / "no-wheels"),
+            "TMPDIR": str(tmp_path),
+        },
+    )
     assert got.returncode == 0, got.stdout + got.stderr
     assert sorted(p.name for p in out.iterdir()) == ["results.tar.gz", "steps.log", "summary.txt"]
     text = (out / "summary.txt").read_text()
@@ -260,8 +322,12 @@ def test_stage_argv_fills_only_its_placeholders():
     finally:
         sys.path.remove(str(REPO / "bench"))
     values = {"results": "/r", "run_dir": "/r/x", "backend": "cuda", "pipeline_results": "/p"}
-    assert gpu_stage.fill(["history", "--results", "{pipeline_results}", "--b={backend}"], values) == \
-        ["history", "--results", "/p", "--b=cuda"]
+    assert gpu_stage.fill(["history", "--results", "{pipeline_results}", "--b={backend}"], values) == [
+        "history",
+        "--results",
+        "/p",
+        "--b=cuda",
+    ]
     with pytest.raises(SystemExit, match="only"):
         gpu_stage.fill(["{config_value}"], values)
 
@@ -270,12 +336,29 @@ def test_a_stage_step_whose_stage_is_in_this_build_runs_it_as_the_pipeline_would
     """With an existing device stage (warmup) standing in for a new one: run-info from the step's config (an
     unknown top-level key named and dropped), the stage's CLI, then one KEY line per table of the stage."""
     config = tmp_path / "stages.yaml"
-    config.write_text("probe:\n  config:\n    warmup: {n: 32, max_iters: 8, window: 3, rel_tol: 0.9}\n"
-                      "    not_a_key: {x: 1}\n")
-    got = subprocess.run([sys.executable, "bench/gpu_stage.py", "probe", "--stage", "no_such_stage,warmup",
-                          "--config", str(config), "--results", str(tmp_path / "res"), "--backend", "cpu"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    config.write_text(
+        "probe:\n  config:\n    warmup: {n: 32, max_iters: 8, window: 3, rel_tol: 0.9}\n    not_a_key: {x: 1}\n"
+    )
+    got = subprocess.run(
+        [
+            sys.executable,
+            "bench/gpu_stage.py",
+            "probe",
+            "--stage",
+            "no_such_stage,warmup",
+            "--config",
+            str(config),
+            "--results",
+            str(tmp_path / "res"),
+            "--backend",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
     assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
     assert "config keys ['not_a_key'] are not in the config schema: dropped" in got.stdout
     assert "KEY probe: warmup exit 0" in got.stdout

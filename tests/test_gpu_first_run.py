@@ -39,6 +39,7 @@ def importer(**modules):
 
 # ------------------------------------------------------------------ peer_copy: the staged copy's race
 
+
 class _Engine:
     """Records what a copy engine would do: an async H2D still reading ``host`` when the next D2H writes it."""
 
@@ -79,6 +80,7 @@ def _fake_copy_backend(engine):
         def sync():
             if device == "cuda:1":  # the destination's stream: its H2D has finished
                 engine.pending_h2d = False
+
         return sync
 
     return SimpleNamespace(torch=torch, pinned_memory_support=lambda: None, synchronizer=synchronizer)
@@ -103,8 +105,13 @@ NVML_H_CLOCK_EVENT_BITS = {0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100}
 def test_nvml_throttle_bits_are_those_of_nvml_h():
     assert set(tm.NVML_THROTTLE_BITS) | set(tm.NVML_OTHER_BITS) <= NVML_H_CLOCK_EVENT_BITS
     assert tm.nvml_reasons(0x200 | 0x400) == ()  # not reasons nvml.h defines
-    assert tm.nvml_reasons(0x4 | 0x8 | 0x20 | 0x40 | 0x80) == ("sw_power_cap", "hw_slowdown", "sw_thermal",
-                                                              "hw_thermal", "hw_power_brake")
+    assert tm.nvml_reasons(0x4 | 0x8 | 0x20 | 0x40 | 0x80) == (
+        "sw_power_cap",
+        "hw_slowdown",
+        "sw_thermal",
+        "hw_thermal",
+        "hw_power_brake",
+    )
 
 
 def fake_nvml(*, instant_mw=None, average_mw=700_000, energy=True):
@@ -115,9 +122,14 @@ def fake_nvml(*, instant_mw=None, average_mw=700_000, energy=True):
         out = []
         for fid in ids:
             ok = fid == 186 and instant_mw is not None
-            out.append(SimpleNamespace(fieldId=fid, nvmlReturn=0 if ok else 3, valueType=1,
-                                       value=SimpleNamespace(uiVal=instant_mw or 0, dVal=0.0, ullVal=0, sllVal=0,
-                                                             ulVal=0, siVal=0)))
+            out.append(
+                SimpleNamespace(
+                    fieldId=fid,
+                    nvmlReturn=0 if ok else 3,
+                    valueType=1,
+                    value=SimpleNamespace(uiVal=instant_mw or 0, dVal=0.0, ullVal=0, sllVal=0, ulVal=0, siVal=0),
+                )
+            )
         return out
 
     def total_energy(h):
@@ -127,10 +139,16 @@ def fake_nvml(*, instant_mw=None, average_mw=700_000, energy=True):
         return state["energy"]
 
     return SimpleNamespace(
-        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, NVML_SUCCESS=0,
-        NVML_FI_DEV_POWER_INSTANT=186, NVML_FI_DEV_POWER_AVERAGE=185,
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetHandleByUUID=lambda u: 0,
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        NVML_SUCCESS=0,
+        NVML_FI_DEV_POWER_INSTANT=186,
+        NVML_FI_DEV_POWER_AVERAGE=185,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetHandleByUUID=lambda u: 0,
         nvmlDeviceGetClockInfo=lambda h, kind: 1980 if kind == 1 else 2619,
         nvmlDeviceGetPowerUsage=lambda h: average_mw,
         nvmlDeviceGetFieldValues=field_values,
@@ -154,12 +172,17 @@ def test_window_says_its_power_source_and_what_it_is_too_short_for():
     readings = [tm.Reading(t=t, clock_mhz=1980, power_w=650, energy_j=100 + t * 650) for t in (0.0, 0.1, 0.2)]
     short = tm.summarize(readings, "nvml", power_source="instant", min_window_s=tm.NVML_MIN_WINDOW_S["instant"])
     assert short["power_source"] == "instant" and short["telemetry_too_short_for"] == "energy"
-    averaged = tm.summarize(readings, "nvml", power_source="average_1s",
-                            min_window_s=tm.NVML_MIN_WINDOW_S["average_1s"])
+    averaged = tm.summarize(
+        readings, "nvml", power_source="average_1s", min_window_s=tm.NVML_MIN_WINDOW_S["average_1s"]
+    )
     assert averaged["telemetry_too_short_for"] == "energy;power"
     long = [tm.Reading(t=t, clock_mhz=1980, power_w=650, energy_j=100 + t * 650) for t in (0.0, 1.0, 2.0)]
-    assert tm.summarize(long, "nvml", power_source="average_1s",
-                        min_window_s=tm.NVML_MIN_WINDOW_S["average_1s"])["telemetry_too_short_for"] == ""
+    assert (
+        tm.summarize(long, "nvml", power_source="average_1s", min_window_s=tm.NVML_MIN_WINDOW_S["average_1s"])[
+            "telemetry_too_short_for"
+        ]
+        == ""
+    )
     # the columns reach every table that carries a window
     assert {"power_source", "telemetry_too_short_for"} <= set(tm.WINDOW_EXTRA) <= set(registry.TABLES["matmul"].extra)
     # through the sampler: the reader's source and limits
@@ -172,8 +195,10 @@ def test_window_says_its_power_source_and_what_it_is_too_short_for():
 
 # ------------------------------------------------------------------ amdsmi: which GPU, and HOTSPOT
 
+
 def fake_amdsmi(*, hip_ids=None, bdfs=("0000:c1:00.0", "0000:03:00.0"), partition="SPX", hotspot=True):
     """Two GPUs; ``hip_ids`` None: the enumeration info has no hip_id (amdsmi before ROCm 6.4)."""
+
     def enumeration(h):
         if hip_ids is None:
             raise KeyError("hip_id")
@@ -185,7 +210,8 @@ def fake_amdsmi(*, hip_ids=None, bdfs=("0000:c1:00.0", "0000:03:00.0"), partitio
         AmdSmiClkType=SimpleNamespace(GFX="gfx", MEM="mem"),
         AmdSmiTemperatureType=kinds,
         AmdSmiTemperatureMetric=SimpleNamespace(CURRENT="current"),
-        amdsmi_init=lambda flags: None, amdsmi_shut_down=lambda: None,
+        amdsmi_init=lambda flags: None,
+        amdsmi_shut_down=lambda: None,
         amdsmi_get_processor_handles=lambda: ["h0", "h1"],
         amdsmi_get_gpu_enumeration_info=enumeration,
         amdsmi_get_gpu_device_bdf=lambda h: bdfs[int(h[1])],
@@ -200,11 +226,22 @@ def fake_amdsmi(*, hip_ids=None, bdfs=("0000:c1:00.0", "0000:03:00.0"), partitio
 
 
 def test_rocm_device_info_records_the_pci_bus_id():
-    props = SimpleNamespace(name="AMD Instinct MI300X", major=9, minor=4, multi_processor_count=304,
-                            total_memory=192 * 2 ** 30, gcnArchName="gfx942:sramecc+:xnack-",
-                            pci_domain_id=0, pci_bus_id=0x03, pci_device_id=0)
-    fake_torch = SimpleNamespace(__version__="2.11.0", version=SimpleNamespace(hip="7.0", cuda=None),
-                                 cuda=SimpleNamespace(get_device_properties=lambda i: props))
+    props = SimpleNamespace(
+        name="AMD Instinct MI300X",
+        major=9,
+        minor=4,
+        multi_processor_count=304,
+        total_memory=192 * 2**30,
+        gcnArchName="gfx942:sramecc+:xnack-",
+        pci_domain_id=0,
+        pci_bus_id=0x03,
+        pci_device_id=0,
+    )
+    fake_torch = SimpleNamespace(
+        __version__="2.11.0",
+        version=SimpleNamespace(hip="7.0", cuda=None),
+        cuda=SimpleNamespace(get_device_properties=lambda i: props),
+    )
     info = backends.get("rocm", torch=fake_torch).device_info("cuda:0")
     assert info["pci_bus_id"] == "0000:03:00.0"
 
@@ -214,11 +251,14 @@ def test_amdsmi_without_hip_id_matches_by_pci_bus_id():
     assert r.read(0.0).clock_mhz == 2100 and "PCI 0000:03:00.0" in r.found["clock"]
 
 
-@pytest.mark.parametrize("environ,partition,why", [
-    ({"HIP_VISIBLE_DEVICES": "1"}, "SPX", "HIP_VISIBLE_DEVICES"),
-    ({"ROCR_VISIBLE_DEVICES": "1"}, "SPX", "ROCR_VISIBLE_DEVICES"),
-    ({}, "CPX", "CPX"),
-])
+@pytest.mark.parametrize(
+    "environ,partition,why",
+    [
+        ({"HIP_VISIBLE_DEVICES": "1"}, "SPX", "HIP_VISIBLE_DEVICES"),
+        ({"ROCR_VISIBLE_DEVICES": "1"}, "SPX", "ROCR_VISIBLE_DEVICES"),
+        ({}, "CPX", "CPX"),
+    ],
+)
 def test_amdsmi_never_matches_by_position_where_positions_differ(environ, partition, why, monkeypatch):
     for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
         monkeypatch.delenv(name, raising=False)
@@ -239,11 +279,17 @@ def test_amdsmi_without_hotspot_still_reads_the_edge_temperature():
     smi = fake_amdsmi(hip_ids=(0, 1), hotspot=False)
     r = tm.AmdSmiReader(0, import_module=importer(amdsmi=smi), environ={}).open()
     assert r.read(0.0).temp_c == 55
-    assert tm.AmdSmiReader(0, import_module=importer(amdsmi=fake_amdsmi(hip_ids=(0, 1))),
-                           environ={}).open().read(0.0).temp_c == 80
+    assert (
+        tm.AmdSmiReader(0, import_module=importer(amdsmi=fake_amdsmi(hip_ids=(0, 1))), environ={})
+        .open()
+        .read(0.0)
+        .temp_c
+        == 80
+    )
 
 
 # ------------------------------------------------------------------ float32 math: the fp32_precision API
+
 
 def test_float32_math_uses_fp32_precision_where_torch_has_it():
     """torch >= 2.9: a user who set the new API (as torch asks) must not make the legacy reads raise."""
@@ -300,6 +346,7 @@ def test_float32_math_keeps_the_legacy_flags_before_torch_2_9():
 
 # ------------------------------------------------------------------ MPS autocast, XPU containers
 
+
 def test_mps_autocast_needs_torch_2_5():
     policy = backends.base.AmpPolicy("mps", "bfloat16", use_scaler=False)
     old = backends.get("mps", torch=SimpleNamespace(__version__="2.4.1"))
@@ -318,17 +365,18 @@ def test_xpu_engine_device_args_take_rootless():
 
 # ------------------------------------------------------------------ warm-up: the clock ramp
 
+
 def test_warm_up_waits_for_the_clock_to_ramp_where_telemetry_reads_it():
     """Step times flat from the second call (a small product the idle clock already runs fast) while the
     SM clock still ramps 345 -> 1980 MHz: warm by times alone at call 4, warm by clock only once it settles."""
     clocks = iter([345, 600, 900, 1300, 1700, 1950, 1980, 1980, 1980, 1980, 1980, 1980] + [1980] * 40)
     times = iter([0.5] + [0.01] * 60)
     cfg = {"n": 8, "window": 3, "rel_tol": 0.05, "max_iters": 40}
-    by_time = stability.run_until_stable(lambda: next(iter([0.5] + [0.01] * 60)), window=3, rel_tol=0.05,
-                                         max_iters=40)
+    by_time = stability.run_until_stable(lambda: next(iter([0.5] + [0.01] * 60)), window=3, rel_tol=0.05, max_iters=40)
     assert by_time["stable_at_iter"] <= 1
-    result = stability.warm_up(None, "cuda:0", cfg, make_call=lambda *a: (lambda: next(times)),
-                               clock_mhz=lambda: next(clocks))
+    result = stability.warm_up(
+        None, "cuda:0", cfg, make_call=lambda *a: lambda: next(times), clock_mhz=lambda: next(clocks)
+    )
     assert result["status"] == "ok"
     assert result["stable_at_iter"] >= 5  # not before the clock reached its plateau
     assert result["clock_mhz"][-1] == 1980
@@ -346,12 +394,14 @@ def test_warm_device_reads_the_clock_from_the_backend_telemetry_reader():
             return {"clock": (lambda: next(self.values), "fake SM clock")}, {}
 
     backend = SimpleNamespace(is_accelerator=True, telemetry_reader=lambda device: Reader())
-    warm = stability.warm_device(backend, "cuda:0", {"n": 8, "window": 3, "rel_tol": 0.05, "max_iters": 30},
-                                 make_call=lambda *a: (lambda: 0.01))
+    warm = stability.warm_device(
+        backend, "cuda:0", {"n": 8, "window": 3, "rel_tol": 0.05, "max_iters": 30}, make_call=lambda *a: lambda: 0.01
+    )
     assert warm.status == "ok" and warm.calls >= 5 and warm.clock_mhz == 1980
 
 
 # ------------------------------------------------------------------ fp8: use_fast_accum both ways
+
 
 def test_fp8_scaled_mm_is_timed_with_and_without_fast_accum_and_says_which():
     from accelbench.stages.matmul.measure import TorchMatmul
@@ -382,10 +432,19 @@ def test_matmul_rows_say_whether_fp8_used_fast_accum():
         def support(self, dtype):
             return "not here"
 
-    settings = Settings(min_run_time_s=0.1, point_budget_s=1.0, unstable_iqr_ratio=0.1, rotate_inputs=True,
-                        rel_error_max={}, seed=0, threads=1)
+    settings = Settings(
+        min_run_time_s=0.1,
+        point_budget_s=1.0,
+        unstable_iqr_ratio=0.1,
+        rotate_inputs=True,
+        rel_error_max={},
+        seed=0,
+        threads=1,
+    )
     for fast in (False, True):
         row = measure_point(Kernels(fast), dtype="float8_e4m3fn", n=64, settings=settings, peak=(None, ""))
         assert row["fp8_fast_accum"] is fast
-    assert measure_point(Kernels(True), dtype="bfloat16", n=64, settings=settings, peak=(None, ""))["fp8_fast_accum"] \
+    assert (
+        measure_point(Kernels(True), dtype="bfloat16", n=64, settings=settings, peak=(None, ""))["fp8_fast_accum"]
         is None
+    )

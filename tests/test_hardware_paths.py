@@ -34,7 +34,12 @@ from test_matmul import FakeKernels, settings
 REPO = Path(__file__).resolve().parents[1]
 MI300X = {"name": "AMD Instinct MI300X", "gcn_arch_name": "gfx942:sramecc+:xnack-", "multiprocessors": 304}
 TINY_AMP = {
-    "workloads": ["mlp"], "seeds": [0, 1], "steps": 6, "warmup_steps": 1, "batch_size": 16, "lr": 0.01,
+    "workloads": ["mlp"],
+    "seeds": [0, 1],
+    "steps": 6,
+    "warmup_steps": 1,
+    "batch_size": 16,
+    "lr": 0.01,
     "data": {"n_train": 64, "n_test": 32, "n_features": 8, "n_classes": 3},
     "mlp": {"hidden": 16, "layers": 1},
 }
@@ -57,6 +62,7 @@ def fake_import(modules: dict):
         if name not in modules:
             raise ModuleNotFoundError(f"No module named {name!r}")
         return modules[name]
+
     return import_module
 
 
@@ -70,21 +76,31 @@ def fake_torch_xla(devices=("xla:0", "xla:1"), own=0, api="backends", precision=
         calls.append(("set_mat_mul_precision", value))
         state["precision"] = value
 
-    x = types.SimpleNamespace(__version__="2.8.0", devices=lambda: list(devices), device=lambda: devices[own],
-                              sync=lambda: calls.append("sync"), calls=calls, state=state)
+    x = types.SimpleNamespace(
+        __version__="2.8.0",
+        devices=lambda: list(devices),
+        device=lambda: devices[own],
+        sync=lambda: calls.append("sync"),
+        calls=calls,
+        state=state,
+    )
     get_precision = lambda: state["precision"]
     if api == "backends":
         x.backends = types.SimpleNamespace(set_mat_mul_precision=set_precision, get_mat_mul_precision=get_precision)
     elif api == "xlac":
-        x._XLAC = types.SimpleNamespace(_xla_set_mat_mul_precision=set_precision,
-                                        _xla_get_mat_mul_precision=get_precision)
+        x._XLAC = types.SimpleNamespace(
+            _xla_set_mat_mul_precision=set_precision, _xla_get_mat_mul_precision=get_precision
+        )
     return x
 
 
 def fake_xm(calls: list, peak_bytes=5e9):
-    return types.SimpleNamespace(wait_device_ops=lambda: calls.append("wait_device_ops"),
-                                 xla_device_hw=lambda d: "TPU", xla_device_kind=lambda d: "TPU v5 lite",
-                                 get_memory_info=lambda d: {"bytes_used": 1e9, "peak_bytes_used": peak_bytes})
+    return types.SimpleNamespace(
+        wait_device_ops=lambda: calls.append("wait_device_ops"),
+        xla_device_hw=lambda d: "TPU",
+        xla_device_kind=lambda d: "TPU v5 lite",
+        get_memory_info=lambda d: {"bytes_used": 1e9, "peak_bytes_used": peak_bytes},
+    )
 
 
 def xla_backend(x) -> XlaBackend:
@@ -94,17 +110,27 @@ def xla_backend(x) -> XlaBackend:
 def write_run(tmp_path, **config) -> str:
     cfg = with_defaults({"run": "t", **config})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "t", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {"run": "t", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc", "accelbench_version": "0"}
+        )
+    )
     return str(path)
 
 
 # --------------------------------------------------------------------------- 1. fp8 on MI300X (gfx942)
 
-@pytest.mark.parametrize("arch,expected", [
-    ("gfx942:sramecc+:xnack-", "float8_e4m3fnuz"), ("gfx940", "float8_e4m3fnuz"), ("gfx941", "float8_e4m3fnuz"),
-    ("gfx950", "float8_e4m3fn"), ("gfx1201", "float8_e4m3fn"),
-])
+
+@pytest.mark.parametrize(
+    "arch,expected",
+    [
+        ("gfx942:sramecc+:xnack-", "float8_e4m3fnuz"),
+        ("gfx940", "float8_e4m3fnuz"),
+        ("gfx941", "float8_e4m3fnuz"),
+        ("gfx950", "float8_e4m3fn"),
+        ("gfx1201", "float8_e4m3fn"),
+    ],
+)
 def test_rocm_multiplies_the_fp8_encoding_of_its_architecture(arch, expected):
     """hipBLASLt takes only the fnuz fp8 types on gfx942 and only OCP e4m3fn on gfx950/gfx12."""
     rocm = backends.get("rocm", torch=torch)
@@ -125,7 +151,7 @@ def test_gfx942_inputs_are_quantized_to_fnuz_and_the_row_records_it():
     matching and records torch_dtype float8_e4m3fnuz."""
     k = TorchMatmul("cpu", backends.get("rocm", torch=torch), measurer=None, info=dict(MI300X))
     assert k.torch_dtype("float8_e4m3fn") == "float8_e4m3fnuz" and k.torch_dtype("tf32") == "float32"
-    (a, b), = k._pairs("float8_e4m3fn", 8, 1)
+    ((a, b),) = k._pairs("float8_e4m3fn", 8, 1)
     assert a.dtype == b.dtype == torch.float8_e4m3fnuz
     assert b.stride() == (1, 8)  # column-major
     fake = FakeKernels()
@@ -135,10 +161,13 @@ def test_gfx942_inputs_are_quantized_to_fnuz_and_the_row_records_it():
     assert "torch_dtype" in registry.TABLES["matmul"].all_columns
 
 
-@pytest.mark.parametrize("message", [
-    "CUDA error: HIPBLAS_STATUS_NOT_SUPPORTED when calling `hipblasLtMatmul( handle, computeDesc.descriptor(), ...)`",
-    "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmul( ltHandle, ...)`",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA error: HIPBLAS_STATUS_NOT_SUPPORTED when calling `hipblasLtMatmul( handle, computeDesc.descriptor(), ...)`",
+        "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmul( ltHandle, ...)`",
+    ],
+)
 def test_blas_not_supported_is_an_unsupported_point(message):
     exc = RuntimeError(message)
     assert failure_status(exc) == "unsupported"
@@ -149,6 +178,7 @@ def test_blas_not_supported_is_an_unsupported_point(message):
 
 
 # --------------------------------------------------------------------------- 2. TPU float32 is float32
+
 
 def test_xla_strict_float32_sets_torch_xla_precision_highest_once():
     x = fake_torch_xla()
@@ -186,6 +216,7 @@ def test_stage_start_sets_xla_precision_before_anything_runs(tmp_path):
 
 # --------------------------------------------------------------------------- 3. XLA AMP: index on the host
 
+
 class HostOrder:
     """The batch order ``amp.batch_order`` made, watched: moved whole to the device, or indexed per step."""
 
@@ -220,8 +251,9 @@ def test_amp_picks_each_steps_batch_on_the_host(monkeypatch):
     cfg = with_defaults({"amp": TINY_AMP})["amp"]
     data = amp.make_data("mlp", cfg, 0, torch)
     trial = amp.Trial("cpu", "cpu", "cpu", "mlp", "fp32", 0)
-    row = amp.run_trial(trial, cfg, data, backends.get("cpu").amp_policy("auto"), backend=backends.get("cpu"),
-                        threads=1, steps_out=[])
+    row = amp.run_trial(
+        trial, cfg, data, backends.get("cpu").amp_policy("auto"), backend=backends.get("cpu"), threads=1, steps_out=[]
+    )
     assert row["status"] == "ok" and len(watched) == 1
     assert watched[0].moved_whole == []  # never the whole order on the device
     assert watched[0].indexed == list(range(cfg["steps"]))  # one host index per step, a Python int each
@@ -229,6 +261,7 @@ def test_amp_picks_each_steps_batch_on_the_host(monkeypatch):
 
 
 # --------------------------------------------------------------------------- 4. several TPU chips
+
 
 def test_xla_stage_measures_only_its_own_device(tmp_path):
     """``torch_xla.sync()`` runs only the default device's graph: a stage measures that device alone."""
@@ -243,6 +276,7 @@ def test_xla_stage_measures_only_its_own_device(tmp_path):
 
 # --------------------------------------------------------------------------- 5. XLA memory peak
 
+
 def test_xla_peak_memory_is_labelled_process_wide():
     b = xla_backend(fake_torch_xla())
     assert b.reset_peak_memory("xla:0") is False  # torch_xla cannot reset peak_bytes_used
@@ -251,6 +285,7 @@ def test_xla_peak_memory_is_labelled_process_wide():
 
 
 # --------------------------------------------------------------------------- 6. the CUDA image's pip
+
 
 def containerfile_env(backend: str) -> tuple[dict, int, int]:
     """(ENV variables, index of the first ENV instruction setting them, index of the first pip-install RUN)
@@ -291,8 +326,16 @@ def externally_managed_python() -> str | None:
     for py in ("/usr/bin/python3", shutil.which("python3")):
         if not py or not os.path.exists(py):
             continue
-        probe = subprocess.run([py, "-c", "import os, sysconfig, pip; print(os.path.exists(os.path.join("
-                                "sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))"], capture_output=True, text=True)
+        probe = subprocess.run(
+            [
+                py,
+                "-c",
+                "import os, sysconfig, pip; print(os.path.exists(os.path.join("
+                "sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if probe.stdout.strip() == "True":
             return py
     return None
@@ -317,6 +360,7 @@ def test_the_images_pip_settings_get_past_a_real_pep668_refusal():
 
 # --------------------------------------------------------------------------- 7. ROCm under rootless Podman
 
+
 def group_adds(argv: list[str]) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == "--group-add"]
 
@@ -324,13 +368,15 @@ def group_adds(argv: list[str]) -> list[str]:
 def test_rocm_under_rootless_podman_keeps_the_users_groups(monkeypatch):
     """With --userns=keep-id the host's video/render groups do not map into the container: /dev/kfd stays
     closed. ``keep-groups`` (crun) passes the user's own group access in, and allows no other --group-add."""
-    argv = C.run_argv("podman", "rocm", "img", ["true"], workdir="/w", uid=1000, gid=1000, rootless=True,
-                      device_gids=(109, 44))
+    argv = C.run_argv(
+        "podman", "rocm", "img", ["true"], workdir="/w", uid=1000, gid=1000, rootless=True, device_gids=(109, 44)
+    )
     assert group_adds(argv) == ["keep-groups"] and "--userns=keep-id" in argv
     assert argv[argv.index("--device") + 1] == "/dev/kfd" and "seccomp=unconfined" in argv
     for runtime, rootless in (("podman", False), ("docker", True), ("docker", False)):
-        argv = C.run_argv(runtime, "rocm", "img", ["true"], workdir="/w", uid=0, gid=0, rootless=rootless,
-                          device_gids=(109,))
+        argv = C.run_argv(
+            runtime, "rocm", "img", ["true"], workdir="/w", uid=0, gid=0, rootless=rootless, device_gids=(109,)
+        )
         assert group_adds(argv) == ["video", "109"], runtime
     # what the rules run: rootless decided from the effective uid
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
@@ -341,12 +387,19 @@ def test_rocm_under_rootless_podman_keeps_the_users_groups(monkeypatch):
 
 # --------------------------------------------------------------------------- 8. peaks: CDNA4, arch + CUs
 
-@pytest.mark.parametrize("name,dtype,expected", [
-    ("AMD Instinct MI355X", "bfloat16", 2516.6), ("AMD Instinct MI355X", "float8_e4m3fn", 5033.2),
-    ("AMD Instinct MI355X", "float32", 157.3), ("AMD Instinct MI355X", "tf32", 157.3),  # no TF32 units: fp32 rate
-    ("AMD Instinct MI350X", "float16", 2306.9), ("AMD Instinct MI350X", "float8_e4m3fn", 4613.7),
-    ("AMD Instinct MI350X", "float32", 144.2),
-])
+
+@pytest.mark.parametrize(
+    "name,dtype,expected",
+    [
+        ("AMD Instinct MI355X", "bfloat16", 2516.6),
+        ("AMD Instinct MI355X", "float8_e4m3fn", 5033.2),
+        ("AMD Instinct MI355X", "float32", 157.3),
+        ("AMD Instinct MI355X", "tf32", 157.3),  # no TF32 units: fp32 rate
+        ("AMD Instinct MI350X", "float16", 2306.9),
+        ("AMD Instinct MI350X", "float8_e4m3fn", 4613.7),
+        ("AMD Instinct MI350X", "float32", 144.2),
+    ],
+)
 def test_cdna4_peaks(name, dtype, expected):
     value, source = backends.get("rocm").peak_tflops({"name": name, "multiprocessors": 256}, dtype)
     assert value == pytest.approx(expected)
@@ -366,13 +419,16 @@ def test_cdna4_figures_follow_clock_times_cus_times_flops_per_clock():
         assert rocm.peak_tflops(info, "float32")[0] == pytest.approx(256 * 256 * mhz * 1e6 / 1e12, abs=0.05)
 
 
-@pytest.mark.parametrize("arch,cus,dtype,expected,key", [
-    ("gfx942:sramecc+:xnack-", 304, "bfloat16", 1307.4, "MI325X"),  # MI300X/MI325X: same compute
-    ("gfx942", 38, "bfloat16", 1307.4 * 38 / 304, "MI325X"),  # a CPX partition: scaled by its CUs
-    ("gfx950", 256, "float8_e4m3fn", 5033.2, "MI355X"),  # MI350X or MI355X: the faster one bounds both
-    ("gfx90a", 110, "bfloat16", 191.5, "MI250X"),
-    ("gfx90a", 104, "bfloat16", 181.05, "MI250"),
-])
+@pytest.mark.parametrize(
+    "arch,cus,dtype,expected,key",
+    [
+        ("gfx942:sramecc+:xnack-", 304, "bfloat16", 1307.4, "MI325X"),  # MI300X/MI325X: same compute
+        ("gfx942", 38, "bfloat16", 1307.4 * 38 / 304, "MI325X"),  # a CPX partition: scaled by its CUs
+        ("gfx950", 256, "float8_e4m3fn", 5033.2, "MI355X"),  # MI350X or MI355X: the faster one bounds both
+        ("gfx90a", 110, "bfloat16", 191.5, "MI250X"),
+        ("gfx90a", 104, "bfloat16", 181.05, "MI250"),
+    ],
+)
 def test_amd_device_without_a_marketing_name_is_matched_by_arch_and_cus(arch, cus, dtype, expected, key):
     info = {"name": "AMD Radeon Graphics", "gcn_arch_name": arch, "multiprocessors": cus}
     value, source = backends.get("rocm").peak_tflops(info, dtype)
@@ -382,15 +438,19 @@ def test_amd_device_without_a_marketing_name_is_matched_by_arch_and_cus(arch, cu
 
 def test_a_name_in_the_table_wins_and_an_unknown_arch_stays_unknown():
     rocm = backends.get("rocm")
-    named = rocm.peak_tflops({"name": "AMD Instinct MI210", "gcn_arch_name": "gfx90a", "multiprocessors": 104},
-                             "bfloat16")
+    named = rocm.peak_tflops(
+        {"name": "AMD Instinct MI210", "gcn_arch_name": "gfx90a", "multiprocessors": 104}, "bfloat16"
+    )
     assert named[0] == pytest.approx(181.0) and "architecture" not in named[1]
-    assert rocm.peak_tflops({"name": "", "gcn_arch_name": "gfx1100", "multiprocessors": 96},
-                            "bfloat16") == (None, UNKNOWN_DEVICE)
+    assert rocm.peak_tflops({"name": "", "gcn_arch_name": "gfx1100", "multiprocessors": 96}, "bfloat16") == (
+        None,
+        UNKNOWN_DEVICE,
+    )
     assert rocm.peak_tflops({"name": "NVIDIA X", "multiprocessors": 132}, "bfloat16") == (None, UNKNOWN_DEVICE)
 
 
 # --------------------------------------------------------------------------- 9. version floors
+
 
 @pytest.mark.parametrize("backend,info", [("cuda", {"compute_capability": "9.0"}), ("rocm", MI300X)])
 def test_fp8_needs_torch_2_6_on_gpus(backend, info):
@@ -415,7 +475,7 @@ class FakeMps:
         self.calls.append("empty_cache")
 
     def driver_allocated_memory(self):
-        return 7 * 2 ** 20
+        return 7 * 2**20
 
 
 def mps_stage(tmp_path, version: str, fake_mps: FakeMps) -> common.StageStart:

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from fixture_runs import write_fixture_results
 
 from accelbench import registry
 from accelbench.cli import main
 from accelbench.measure import samples as sample_table
 from accelbench.reporting import history as H
 from accelbench.reporting import history_store as HS
+from fixture_runs import write_fixture_results
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("scale_report", REPO / "bench" / "scale_report.py")
@@ -43,8 +43,10 @@ def series_runs(source: Path, results: Path, factors, start: int = 0) -> list[Pa
     from datetime import datetime, timedelta, timezone
 
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    return [scale_report.copy_run(source, results, f"night-{start + i:03d}", f, t0 + timedelta(days=start + i))
-            for i, f in enumerate(factors)]
+    return [
+        scale_report.copy_run(source, results, f"night-{start + i:03d}", f, t0 + timedelta(days=start + i))
+        for i, f in enumerate(factors)
+    ]
 
 
 def some_point(table_name: str | None = None):
@@ -54,6 +56,7 @@ def some_point(table_name: str | None = None):
 
 
 # ---- the store ------------------------------------------------------------------------------------------------
+
 
 def test_round_trip_keeps_each_points_run_median(source, tmp_path):
     store = tmp_path / "h.duckdb"
@@ -133,8 +136,12 @@ def test_kill_9_in_the_middle_of_a_write_leaves_the_store_sound(source, tmp_path
     first, second = series_runs(source, tmp_path / "results", [1.0, 1.0])
     H.add_run(store, first)
     flag = tmp_path / "inside"
-    proc = subprocess.Popen([sys.executable, str(_script(tmp_path)), str(store), str(second), str(flag), "60"],
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(_script(tmp_path)), str(store), str(second), str(flag), "60"],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not flag.exists():
         assert proc.poll() is None, proc.stderr.read().decode()
@@ -155,9 +162,15 @@ def test_two_runs_finishing_at_once_both_land(source, tmp_path):
     store = tmp_path / "h.duckdb"
     a, b = series_runs(source, tmp_path / "results", [1.0, 1.1])
     script = _script(tmp_path)
-    procs = [subprocess.Popen([sys.executable, str(script), str(store), str(run), str(tmp_path / f"in-{run.name}"),
-                               "1.5"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for run in (a, b)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(store), str(run), str(tmp_path / f"in-{run.name}"), "1.5"],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for run in (a, b)
+    ]
     seen = set()
     while any(p.poll() is None for p in procs):  # a reader meanwhile (aggregate, the report) waits, never fails
         if any((tmp_path / f"in-{run.name}").exists() for run in (a, b)):  # a writer is inside its transaction
@@ -174,8 +187,10 @@ def test_two_runs_finishing_at_once_both_land(source, tmp_path):
 
 # ---- change points ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n, at, sd, step", [(20, 12, 0.02, 1.15), (30, 9, 0.01, 0.85), (400, 370, 0.02, 1.2),
-                                             (1000, 600, 0.02, 1.12)])
+
+@pytest.mark.parametrize(
+    "n, at, sd, step", [(20, 12, 0.02, 1.15), (30, 9, 0.01, 0.85), (400, 370, 0.02, 1.2), (1000, 600, 0.02, 1.12)]
+)
 def test_a_planted_step_is_found_at_its_run(n, at, sd, step):
     rng = np.random.default_rng(n)
     y = rng.normal(0, sd, n)
@@ -193,6 +208,7 @@ def test_no_change_point_in_noise_and_a_small_step_is_merged_away():
 
 
 # ---- the command: --check and its bad input ----------------------------------------------------------------------
+
 
 def _noisy(n: int, seed: int, sd: float = 0.01) -> list[float]:
     return list(np.exp(np.random.default_rng(seed).normal(0, sd, n)))
@@ -255,6 +271,7 @@ def test_check_bad_input_is_one_line_exit_2_nothing_written(source, tmp_path, ca
 
 # ---- measured_spread --------------------------------------------------------------------------------------------
 
+
 def test_measured_spread_is_the_sd_of_log_run_medians_since_the_last_change_point(source, tmp_path):
     results = tmp_path / "results"
     before, after = _noisy(6, 11, 0.01), _noisy(5, 12, 0.02)
@@ -279,6 +296,7 @@ def test_measured_spread_is_the_sd_of_log_run_medians_since_the_last_change_poin
 
 
 # ---- aggregate reads the store ----------------------------------------------------------------------------------
+
 
 def test_aggregate_keeps_the_latest_runs_in_focus_and_the_rest_as_history(source, tmp_path):
     results = tmp_path / "results"

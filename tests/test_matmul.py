@@ -20,16 +20,31 @@ from accelbench.run.config import config_hash, with_defaults
 from accelbench.run.io import Checkpoint
 from accelbench.stages.matmul import measure as matmul
 from accelbench.stages.matmul.measure import (
-    Settings, TorchMatmul, classify, measure_point, plan_dtypes, point_flags, predict_call_s, predict_point_s,
-    rotation_sets, sweep,
+    Settings,
+    TorchMatmul,
+    classify,
+    measure_point,
+    plan_dtypes,
+    point_flags,
+    predict_call_s,
+    predict_point_s,
+    rotation_sets,
+    sweep,
 )
 
 MM_DEFAULTS = with_defaults({})["matmul"]
 
 
 def settings(**kw) -> Settings:
-    base = dict(min_run_time_s=0.1, point_budget_s=3.0, unstable_iqr_ratio=0.1, rotate_inputs=True,
-                rel_error_max=dict(MM_DEFAULTS["rel_error_max"]), seed=0, threads=1)
+    base = dict(
+        min_run_time_s=0.1,
+        point_budget_s=3.0,
+        unstable_iqr_ratio=0.1,
+        rotate_inputs=True,
+        rel_error_max=dict(MM_DEFAULTS["rel_error_max"]),
+        seed=0,
+        threads=1,
+    )
     base.update(kw)
     return Settings(**base)
 
@@ -42,8 +57,9 @@ def steady(median_s: float, spread: float = 0.0) -> TimingStats:
 class FakeKernels:
     """Stands in for TorchMatmul: every piece can be planted per (dtype, n)."""
 
-    def __init__(self, *, call_s=lambda dtype, n: 1e-9 * n ** 3, rel_error=1e-7, stats=None, raise_at=None,
-                 unsupported=None):
+    def __init__(
+        self, *, call_s=lambda dtype, n: 1e-9 * n**3, rel_error=1e-7, stats=None, raise_at=None, unsupported=None
+    ):
         self.call_s = call_s
         self.rel_error = rel_error
         self.stats = stats
@@ -87,6 +103,7 @@ class FakeKernels:
 
 # ---- pure rules ---------------------------------------------------------------------------------
 
+
 def test_plan_dtypes_adds_tf32_on_cuda_only_and_fp8_when_asked():
     cfg = {"dtypes": ["float32", "bfloat16"], "tf32": True, "fp8": True}
     cuda, cpu, rocm = backends.get("cuda"), backends.get("cpu"), backends.get("rocm")
@@ -97,20 +114,23 @@ def test_plan_dtypes_adds_tf32_on_cuda_only_and_fp8_when_asked():
     assert plan_dtypes(cuda, {**cfg, "dtypes": ["bfloat16"]}) == ["bfloat16", "float8_e4m3fn"]
 
 
-@pytest.mark.parametrize("backend,dtype,cap,arch,supported", [
-    ("cuda", "float8_e4m3fn", (9, 0), None, True),
-    ("cuda", "float8_e4m3fn", (8, 9), None, True),
-    ("cuda", "float8_e4m3fn", (8, 0), None, False),
-    ("rocm", "float8_e4m3fn", None, "gfx942", True),
-    ("rocm", "float8_e4m3fn", None, "gfx90a", False),
-    ("mps", "float8_e4m3fn", None, None, False),
-    ("xla", "float8_e4m3fn", None, None, False),
-    ("cuda", "tf32", (8, 0), None, True),
-    ("cuda", "tf32", (7, 0), None, False),
-    ("cpu", "tf32", None, None, False),
-    ("rocm", "tf32", None, "gfx942", False),
-    ("cpu", "bfloat16", None, None, True),
-])
+@pytest.mark.parametrize(
+    "backend,dtype,cap,arch,supported",
+    [
+        ("cuda", "float8_e4m3fn", (9, 0), None, True),
+        ("cuda", "float8_e4m3fn", (8, 9), None, True),
+        ("cuda", "float8_e4m3fn", (8, 0), None, False),
+        ("rocm", "float8_e4m3fn", None, "gfx942", True),
+        ("rocm", "float8_e4m3fn", None, "gfx90a", False),
+        ("mps", "float8_e4m3fn", None, None, False),
+        ("xla", "float8_e4m3fn", None, None, False),
+        ("cuda", "tf32", (8, 0), None, True),
+        ("cuda", "tf32", (7, 0), None, False),
+        ("cpu", "tf32", None, None, False),
+        ("rocm", "tf32", None, "gfx942", False),
+        ("cpu", "bfloat16", None, None, True),
+    ],
+)
 def test_dtype_support(backend, dtype, cap, arch, supported):
     """Backend.dtype_support(dtype, info): the device facts come from its device_info."""
     info = {}
@@ -135,27 +155,37 @@ def test_unknown_dtype_is_refused_with_the_allowed_ones():
     assert "int4" in reason and "float32" in reason
 
 
-@pytest.mark.parametrize("flags,status", [
-    ([], "ok"),
-    (["unstable"], "unstable"),
-    (["unstable", "wrong_result"], "wrong_result"),
-    (["wrong_result", "invalid", "unstable"], "invalid"),
-    (["invalid", "skipped_budget"], "skipped_budget"),
-    (["oom"], "oom"),
-    (["error", "oom"], "error"),
-])
+@pytest.mark.parametrize(
+    "flags,status",
+    [
+        ([], "ok"),
+        (["unstable"], "unstable"),
+        (["unstable", "wrong_result"], "wrong_result"),
+        (["wrong_result", "invalid", "unstable"], "invalid"),
+        (["invalid", "skipped_budget"], "skipped_budget"),
+        (["oom"], "oom"),
+        (["error", "oom"], "error"),
+    ],
+)
 def test_classify_precedence(flags, status):
     assert classify(flags) == status
 
 
 def test_point_flags_lists_every_condition():
     stats = steady(1.0, spread=0.5)
-    flags, why = point_flags(tflops=2.0, peak_tflops=1.0, rel_error=0.5, rel_error_max=1e-4, stats=stats,
-                             unstable_iqr_ratio=0.1)
+    flags, why = point_flags(
+        tflops=2.0, peak_tflops=1.0, rel_error=0.5, rel_error_max=1e-4, stats=stats, unstable_iqr_ratio=0.1
+    )
     assert flags == ["invalid", "wrong_result", "unstable"]
     assert len(why) == 3 and "200%" in why[0]
-    flags, _ = point_flags(tflops=0.5, peak_tflops=None, rel_error=float("nan"), rel_error_max=1e-4,
-                           stats=steady(1.0), unstable_iqr_ratio=0.1)
+    flags, _ = point_flags(
+        tflops=0.5,
+        peak_tflops=None,
+        rel_error=float("nan"),
+        rel_error_max=1e-4,
+        stats=steady(1.0),
+        unstable_iqr_ratio=0.1,
+    )
     assert flags == ["wrong_result"]  # no peak: never invalid; NaN error: wrong
 
 
@@ -172,11 +202,11 @@ def test_predict_grows_probe_until_compute_bound():
 
     def probe(m):  # 10 us launch overhead + 1 ns per flop-ish unit
         calls.append(m)
-        return 1e-5 + 1e-11 * m ** 3
+        return 1e-5 + 1e-11 * m**3
 
     call, basis = predict_call_s(16384, None, probe)
     assert calls == [128, 256, 512, 1024]  # 1024: 1e-5 + 0.0107 s >= 10 ms
-    assert call == pytest.approx((1e-5 + 1e-11 * 1024 ** 3) * 16 ** 3)
+    assert call == pytest.approx((1e-5 + 1e-11 * 1024**3) * 16**3)
     calls.clear()
     # a tiny previous point (overhead-bound) is not extrapolated; the probe starts above its size
     predict_call_s(16384, (2048, 1e-4), probe)
@@ -193,7 +223,7 @@ def test_predict_point_includes_warmup_blocks_and_check():
 
 
 def test_rotation_sets():
-    mib = 1024 ** 2
+    mib = 1024**2
     assert rotation_sets(32 * 1024, 32 * mib, 20 * 1024 * mib) == 2048
     assert rotation_sets(32 * mib, 32 * mib, 20 * 1024 * mib) == 2
     assert rotation_sets(1024 * mib, 50 * mib, 10 * 1024 * mib) == 2
@@ -211,7 +241,7 @@ def test_above_peak_is_invalid():
     row = measure_point(k, dtype="float32", n=512, settings=settings(), peak=PEAK)
     assert row["status"] == "invalid" and "invalid" in row["flags"]
     assert row["pct_of_peak"] > 100
-    assert row["tflops"] == pytest.approx(2 * 512 ** 3 / 1e-6 / 1e12)
+    assert row["tflops"] == pytest.approx(2 * 512**3 / 1e-6 / 1e12)
 
 
 def test_above_a_nominal_cpu_peak_is_flagged_not_invalid():
@@ -273,7 +303,7 @@ def test_ok_point_fills_every_measured_column():
     k = FakeKernels()
     row = measure_point(k, dtype="float32", n=256, settings=settings(), peak=(1e6, "table"))
     assert row["status"] == "ok" and row["flags"] == "" and row["status_detail"] == ""
-    assert row["flops"] == 2 * 256 ** 3 and row["repeats"] == 50 and row["blocks"] == 10
+    assert row["flops"] == 2 * 256**3 and row["repeats"] == 50 and row["blocks"] == 10
     assert row["input_sets"] == 4 and row["peak_source"] == "table"
     assert row["ci95_low_s"] <= row["median_s"] <= row["ci95_high_s"]
     assert row["pct_of_peak"] == pytest.approx(100 * row["tflops"] / 1e6)
@@ -284,14 +314,16 @@ def test_ok_point_fills_every_measured_column():
 def test_a_point_with_many_blocks_gets_a_batch_means_interval():
     """60 blocks with a slow drift: batch means, wider than the order-statistic interval that ignores the order."""
     from accelbench.measure import blocks
+
     times = [1e-3 * (1 + 0.05 * np.sin(i / 6)) for i in range(60)]
     k = FakeKernels(stats=lambda d, n: summarize(times, calls_per_block=1))
     row = measure_point(k, dtype="float32", n=256, settings=settings(), peak=(1e6, "table"))
     assert row["ci_method"] == "batch_means" and row["lag1_autocorr"] > 0.9
     lo, hi = blocks.order_statistic_ci(times)
     assert row["ci95_low_s"] < lo and row["ci95_high_s"] > hi
-    fail = measure_point(FakeKernels(unsupported={"float32": "no"}), dtype="float32", n=256, settings=settings(),
-                         peak=(1e6, "table"))
+    fail = measure_point(
+        FakeKernels(unsupported={"float32": "no"}), dtype="float32", n=256, settings=settings(), peak=(1e6, "table")
+    )
     assert fail["ci_method"] == "" and math.isnan(fail["lag1_autocorr"])
 
 
@@ -300,7 +332,7 @@ def test_unsupported_reason_and_unsupported_exception():
     row = measure_point(k, dtype="float8_e4m3fn", n=64, settings=settings(), peak=PEAK)
     assert (row["status"], row["status_detail"]) == ("unsupported", "no fp8 here")
     assert k.log == []  # nothing ran
-    k = FakeKernels(raise_at={("bfloat16", 64): RuntimeError('"addmm_impl_cpu_" not implemented for \'BFloat16\'')})
+    k = FakeKernels(raise_at={("bfloat16", 64): RuntimeError("\"addmm_impl_cpu_\" not implemented for 'BFloat16'")})
     row = measure_point(k, dtype="bfloat16", n=64, settings=settings(), peak=PEAK)
     assert row["status"] == "unsupported" and "not implemented" in row["status_detail"]
 
@@ -317,12 +349,27 @@ def test_skipped_budget_runs_nothing_but_the_probe():
 def test_oom_at_one_point_leaves_the_others_measured(tmp_path):
     k = FakeKernels(raise_at={("float32", 128): torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")})
     ck = Checkpoint(tmp_path / "ck.jsonl", ("device", "dtype", "n"))
-    rows = sweep(["cpu"], ["float32", "bfloat16"], [256, 64, 128], settings(), kernels_for=lambda d: k,
-                 device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-                 checkpoint=ck, config_hash="h", log=lambda s: None)
+    rows = sweep(
+        ["cpu"],
+        ["float32", "bfloat16"],
+        [256, 64, 128],
+        settings(),
+        kernels_for=lambda d: k,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=ck,
+        config_hash="h",
+        log=lambda s: None,
+    )
     status = {(r["dtype"], r["n"]): r["status"] for r in rows}
-    assert status == {("float32", 64): "ok", ("float32", 128): "oom", ("float32", 256): "ok",
-                      ("bfloat16", 64): "ok", ("bfloat16", 128): "ok", ("bfloat16", 256): "ok"}
+    assert status == {
+        ("float32", 64): "ok",
+        ("float32", 128): "oom",
+        ("float32", 256): "ok",
+        ("bfloat16", 64): "ok",
+        ("bfloat16", 128): "ok",
+        ("bfloat16", 256): "ok",
+    }
     assert k.freed == 1
     assert [r["n"] for r in rows][:3] == [64, 128, 256]  # ascending per dtype
     assert len(ck.rows) == 6  # every point, the failed one too, is checkpointed
@@ -343,10 +390,18 @@ def test_device_that_cannot_be_set_up_records_error_rows(tmp_path):
     def broken(device):
         raise RuntimeError("driver went away")
 
-    rows = sweep(["cuda:0"], ["float32"], [64, 128], settings(), kernels_for=broken,
-                 device_row=lambda d: {"device": d}, peak_for=lambda d, dt: (None, "none"),
-                 checkpoint=Checkpoint(tmp_path / "c.jsonl", ("device", "dtype", "n")), config_hash="h",
-                 log=lambda s: None)
+    rows = sweep(
+        ["cuda:0"],
+        ["float32"],
+        [64, 128],
+        settings(),
+        kernels_for=broken,
+        device_row=lambda d: {"device": d},
+        peak_for=lambda d, dt: (None, "none"),
+        checkpoint=Checkpoint(tmp_path / "c.jsonl", ("device", "dtype", "n")),
+        config_hash="h",
+        log=lambda s: None,
+    )
     assert [r["status"] for r in rows] == ["error", "error"]
     assert "driver went away" in rows[0]["status_detail"]
 
@@ -354,35 +409,61 @@ def test_device_that_cannot_be_set_up_records_error_rows(tmp_path):
 def test_checkpoint_resume_skips_completed_points(tmp_path):
     path = tmp_path / "ck.jsonl"
     ck = Checkpoint(path, ("device", "dtype", "n"))
-    done = {"device": "cpu", "dtype": "float32", "n": 64, "config_hash": "h", "status": "ok",
-            "median_s": 0.5, "tflops": 1.0, "status_detail": ""}
+    done = {
+        "device": "cpu",
+        "dtype": "float32",
+        "n": 64,
+        "config_hash": "h",
+        "status": "ok",
+        "median_s": 0.5,
+        "tflops": 1.0,
+        "status_detail": "",
+    }
     stale = {**done, "n": 128, "config_hash": "older-config"}
     ck.add(done)
     ck.add(stale)
     k = FakeKernels()
-    rows = sweep(["cpu"], ["float32"], [64, 128], settings(point_budget_s=100.0), kernels_for=lambda d: k,
-                 device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-                 checkpoint=Checkpoint(path, ("device", "dtype", "n")), config_hash="h", log=lambda s: None)
+    rows = sweep(
+        ["cpu"],
+        ["float32"],
+        [64, 128],
+        settings(point_budget_s=100.0),
+        kernels_for=lambda d: k,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=Checkpoint(path, ("device", "dtype", "n")),
+        config_hash="h",
+        log=lambda s: None,
+    )
     assert k.measured() == [("float32", 128)]  # 64 came from the checkpoint; 128's row was another config's
     assert rows[0]["median_s"] == 0.5
     # the resumed point seeds the next prediction: 0.5 s at 64 -> 4 s per call at 128 -> no probe
     assert ("probe", "float32", 128) not in k.log
     # a rerun measures nothing
     k2 = FakeKernels()
-    sweep(["cpu"], ["float32"], [64, 128], settings(point_budget_s=100.0), kernels_for=lambda d: k2,
-          device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-          checkpoint=Checkpoint(path, ("device", "dtype", "n")), config_hash="h", log=lambda s: None)
+    sweep(
+        ["cpu"],
+        ["float32"],
+        [64, 128],
+        settings(point_budget_s=100.0),
+        kernels_for=lambda d: k2,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=Checkpoint(path, ("device", "dtype", "n")),
+        config_hash="h",
+        log=lambda s: None,
+    )
     assert k2.log == []
 
 
 # ---- the real CPU kernels -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def cpu_kernels():
     torch.set_num_threads(1)
     cpu = backends.get("cpu")
-    return TorchMatmul("cpu", cpu, measurer=Measurer(cpu.synced_timer("cpu"), min_run_time_s=0.01, threads=1),
-                       seed=0)
+    return TorchMatmul("cpu", cpu, measurer=Measurer(cpu.synced_timer("cpu"), min_run_time_s=0.01, threads=1), seed=0)
 
 
 def test_check_measures_real_error(cpu_kernels, monkeypatch):
@@ -475,34 +556,41 @@ def test_fp32_mode_is_strict_and_tf32_mode_is_restored(cpu_kernels, monkeypatch)
 
 
 def test_cpu_llc_bytes_reads_sysfs(tmp_path):
-    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"),
-                                             (3, "Unified", "32768K")]):
+    for i, (level, kind, size) in enumerate(
+        [(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"), (3, "Unified", "32768K")]
+    ):
         d = tmp_path / f"index{i}"
         d.mkdir()
         (d / "level").write_text(f"{level}\n")
         (d / "type").write_text(f"{kind}\n")
         (d / "size").write_text(f"{size}\n")
-    assert cpu_llc_bytes(str(tmp_path)) == 32 * 1024 ** 2
+    assert cpu_llc_bytes(str(tmp_path)) == 32 * 1024**2
     assert cpu_llc_bytes(str(tmp_path / "missing")) is None
 
 
 def test_fake_cuda_kernels_ask_capability_and_l2():
     """TorchMatmul's device facts come from the backend's device_info, here with a fake torch (untested on
     hardware): capability and L2 on CUDA, architecture and Infinity Cache on ROCm."""
-    props = types.SimpleNamespace(name="Fake GPU", major=8, minor=6, multi_processor_count=84,
-                                  total_memory=24 * 1024 ** 3, L2_cache_size=50 * 1024 ** 2,
-                                  gcnArchName="gfx942:sramecc+:xnack-")
+    props = types.SimpleNamespace(
+        name="Fake GPU",
+        major=8,
+        minor=6,
+        multi_processor_count=84,
+        total_memory=24 * 1024**3,
+        L2_cache_size=50 * 1024**2,
+        gcnArchName="gfx942:sramecc+:xnack-",
+    )
     asked = []
     fake_cuda = types.SimpleNamespace(get_device_properties=lambda i: asked.append(i) or props)
     fake = types.SimpleNamespace(cuda=fake_cuda, _scaled_mm=object(), float8_e4m3fnuz="fnuz")
     cuda = backends.get("cuda", torch=fake)
     k = TorchMatmul("cuda:1", cuda, measurer=None)
     assert asked == [1]  # the device's own index
-    assert cuda.capability(k.info) == (8, 6) and k.cache_bytes() == 50 * 1024 ** 2
+    assert cuda.capability(k.info) == (8, 6) and k.cache_bytes() == 50 * 1024**2
     assert "8.9" in k.support("float8_e4m3fn") and k.support("tf32") is None
     rocm = backends.get("rocm", torch=fake)
     r = TorchMatmul("cuda:0", rocm, measurer=None)
-    assert rocm.arch(r.info) == "gfx942" and r.cache_bytes() == 256 * 1024 ** 2  # Infinity Cache counted
+    assert rocm.arch(r.info) == "gfx942" and r.cache_bytes() == 256 * 1024**2  # Infinity Cache counted
     assert r.support("float8_e4m3fn") is None and r.support("tf32") is not None
     # gfx942 multiplies fp8 only as float8_e4m3fnuz: supported in that encoding, not in OCP e4m3fn
     assert r.torch_dtype("float8_e4m3fn") == "float8_e4m3fnuz" and k.torch_dtype("float8_e4m3fn") == "float8_e4m3fn"
@@ -510,11 +598,15 @@ def test_fake_cuda_kernels_ask_capability_and_l2():
 
 # ---- the CLI end to end on the CPU ---------------------------------------------------------------
 
+
 def write_run(tmp_path, matmul_cfg: dict) -> str:
     cfg = with_defaults({"run": "t", "matmul": matmul_cfg})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "t", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {"run": "t", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc", "accelbench_version": "0"}
+        )
+    )
     return str(path)
 
 
@@ -528,15 +620,20 @@ def run_cli(*argv) -> int:
 def small_llc(monkeypatch):
     """A 1 MiB last-level cache: inputs still rotate, but a tiny point does not have to fill twice a
     server's L3 (hundreds of MiB) with input pairs first."""
-    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024 ** 2)
+    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024**2)
 
 
 def test_cli_end_to_end_on_cpu(tmp_path, capsys, small_llc):
-    run = write_run(tmp_path, {"sizes": [64, 128], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.02,
-                               "fp8": True})
+    run = write_run(
+        tmp_path, {"sizes": [64, 128], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.02, "fp8": True}
+    )
     out, ck = tmp_path / "matmul_cpu.csv", tmp_path / "ck" / "matmul_cpu.jsonl"
-    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck),
-                   "--out-dir", str(tmp_path)) == 0
+    assert (
+        run_cli(
+            "--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck), "--out-dir", str(tmp_path)
+        )
+        == 0
+    )
     df = pd.read_csv(out, keep_default_na=False, na_values=[""])
     assert set(registry.TABLES["matmul"].columns) <= set(df.columns)
     assert list(df.columns[: len(list(registry.TABLES["matmul"].columns))]) == list(registry.TABLES["matmul"].columns)
@@ -549,14 +646,21 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys, small_llc):
     assert (f32["repeats"] >= 6).all() and (f32["run_id"] == "t").all() and (f32["git_commit"] == "abc").all()
     assert (df["device"] == "cpu").all() and df["device_name"].str.len().min() > 0
     assert (f32["input_sets"] > 1).all()
-    assert dict(zip(df["dtype"], df["torch_dtype"])) == {"float32": "float32", "bfloat16": "bfloat16",
-                                                        "float8_e4m3fn": "float8_e4m3fn"}
+    assert dict(zip(df["dtype"], df["torch_dtype"])) == {
+        "float32": "float32",
+        "bfloat16": "bfloat16",
+        "float8_e4m3fn": "float8_e4m3fn",
+    }
     assert (df["method_version"] == registry.STAGES["matmul"].method_version).all()
     # a rerun with the checkpoint measures nothing and writes the same numbers
     assert ck.exists()
     capsys.readouterr()
-    assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck),
-                   "--out-dir", str(tmp_path)) == 0
+    assert (
+        run_cli(
+            "--run-file", run, "--backend", "cpu", "--threads", "1", "--checkpoint", str(ck), "--out-dir", str(tmp_path)
+        )
+        == 0
+    )
     assert capsys.readouterr().out.count("from checkpoint") == 6
     again = pd.read_csv(out, keep_default_na=False, na_values=[""])
     pd.testing.assert_series_equal(again["median_s"], df["median_s"])
@@ -589,9 +693,18 @@ def run_info_file(tmp_path, cfg: dict) -> str:
 
 
 def test_cli_warms_the_device_first_and_records_it_and_the_method_version(tmp_path, capsys, small_llc):
-    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-           "matmul": {"sizes": [16, 32], "dtypes": ["float32"], "min_run_time_s": 0.002, "fp8": False, "tf32": False,
-                      "unstable_iqr_ratio": 10.0}}
+    cfg = {
+        "run": "t",
+        "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+        "matmul": {
+            "sizes": [16, 32],
+            "dtypes": ["float32"],
+            "min_run_time_s": 0.002,
+            "fp8": False,
+            "tf32": False,
+            "unstable_iqr_ratio": 10.0,
+        },
+    }
     run = run_info_file(tmp_path, cfg)
     assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
     out = capsys.readouterr().out
@@ -604,6 +717,7 @@ def test_cli_warms_the_device_first_and_records_it_and_the_method_version(tmp_pa
 
 
 # ---- shapes: (m, n, k) products ----------------------------------------------------------------------
+
 
 def test_shape_flops_cube_edge_and_order():
     from accelbench.stages.matmul.measure import Shape, as_shape, plan_points
@@ -624,8 +738,9 @@ def test_measure_point_of_a_shape_gives_m_n_k_and_2mnk():
             sizes.append(size)
             return steady(1e-3), 3
 
-    row = measure_point(ShapeKernels(), dtype="float32", n=96, m=64, k=32, shape_name="qkv", settings=settings(),
-                        peak=(1e6, "x"))
+    row = measure_point(
+        ShapeKernels(), dtype="float32", n=96, m=64, k=32, shape_name="qkv", settings=settings(), peak=(1e6, "x")
+    )
     assert (row["m"], row["n"], row["k"], row["shape_name"]) == (64, 96, 32, "qkv")
     assert row["flops"] == 2 * 64 * 96 * 32 and row["tflops"] == pytest.approx(2 * 64 * 96 * 32 / 1e-3 / 1e12)
     assert sizes == [matmul.Shape(64, 96, 32, "qkv")]  # the kernels get the shape, not a square n
@@ -647,17 +762,40 @@ def test_sweep_measures_shapes_after_the_squares_and_checkpoints_them(tmp_path):
     k = FakeKernels()
     ck = Checkpoint(tmp_path / "ck.jsonl", CHECKPOINT_KEY)
     shapes = [Shape(64, 64, 64, "cube"), Shape(32, 128, 16, "thin")]
-    rows = sweep(["cpu"], ["float32"], [64, 128], settings(), kernels_for=lambda d: k,
-                 device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-                 checkpoint=ck, config_hash="h", log=lambda s: None, shapes=shapes)
+    rows = sweep(
+        ["cpu"],
+        ["float32"],
+        [64, 128],
+        settings(),
+        kernels_for=lambda d: k,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=ck,
+        config_hash="h",
+        log=lambda s: None,
+        shapes=shapes,
+    )
     assert [(r["shape_name"], r["m"], r["n"], r["k"]) for r in rows] == [
-        ("", 64, 64, 64), ("", 128, 128, 128), ("thin", 32, 128, 16), ("cube", 64, 64, 64)]
+        ("", 64, 64, 64),
+        ("", 128, 128, 128),
+        ("thin", 32, 128, 16),
+        ("cube", 64, 64, 64),
+    ]
     assert len(ck.rows) == 4  # a named 64^3 shape and the square 64 are two points
     k2 = FakeKernels()
-    sweep(["cpu"], ["float32"], [64, 128], settings(), kernels_for=lambda d: k2,
-          device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-          checkpoint=Checkpoint(tmp_path / "ck.jsonl", CHECKPOINT_KEY), config_hash="h", log=lambda s: None,
-          shapes=shapes)
+    sweep(
+        ["cpu"],
+        ["float32"],
+        [64, 128],
+        settings(),
+        kernels_for=lambda d: k2,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=Checkpoint(tmp_path / "ck.jsonl", CHECKPOINT_KEY),
+        config_hash="h",
+        log=lambda s: None,
+        shapes=shapes,
+    )
     assert k2.log == []
 
 
@@ -667,14 +805,22 @@ def test_real_cpu_kernels_on_a_shape(cpu_kernels, small_llc):
     shape = Shape(48, 80, 24)
     assert cpu_kernels.check("float32", shape) < 1e-5
     stats, sets = cpu_kernels.time("float32", shape, warmup=2)
-    assert stats.blocks >= 6 and sets == rotation_sets((48 * 24 + 24 * 80) * 4, 1024 ** 2, cpu_kernels.free_bytes())
+    assert stats.blocks >= 6 and sets == rotation_sets((48 * 24 + 24 * 80) * 4, 1024**2, cpu_kernels.free_bytes())
     a, b = cpu_kernels._pair("float8_e4m3fn", shape)
     assert a.shape == (48, 24) and b.shape == (24, 80) and b.stride() == (1, 24)
 
 
 def test_cli_measures_configured_shapes(tmp_path, small_llc):
-    run = write_run(tmp_path, {"sizes": [32], "dtypes": ["float32"], "min_run_time_s": 0.01, "fp8": False,
-                               "shapes": [{"m": 16, "n": 48, "k": 32, "name": "proj"}, {"m": 8, "n": 8, "k": 8}]})
+    run = write_run(
+        tmp_path,
+        {
+            "sizes": [32],
+            "dtypes": ["float32"],
+            "min_run_time_s": 0.01,
+            "fp8": False,
+            "shapes": [{"m": 16, "n": 48, "k": 32, "name": "proj"}, {"m": 8, "n": 8, "k": 8}],
+        },
+    )
     assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(tmp_path / "matmul_cpu.csv", keep_default_na=False)
     assert list(df["shape_name"]) == ["", "8x8x8", "proj"]

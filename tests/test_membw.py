@@ -19,7 +19,7 @@ from accelbench.run.config import config_hash, with_defaults
 from accelbench.stages.membw import measure as membw
 from accelbench.stages.membw.measure import TorchStreams, bandwidth_row, device_rows, plan_sizes
 
-MIB = 1024 ** 2
+MIB = 1024**2
 CFG = with_defaults({})["membw"]
 
 
@@ -72,8 +72,9 @@ def test_launch_statement_waits_for_every_op_and_xla_cuts_the_graph():
     """The floor is one tiny op plus a synchronization per call; on XLA the lazy graph is cut first (logic
     with a counting stand-in; untested on hardware)."""
     synced, cut = [], []
-    fake = types.SimpleNamespace(torch=torch, graph_cut=lambda: (lambda: cut.append(1)),
-                                 synchronizer=lambda device: (lambda: synced.append(1)))
+    fake = types.SimpleNamespace(
+        torch=torch, graph_cut=lambda: lambda: cut.append(1), synchronizer=lambda device: lambda: synced.append(1)
+    )
     s = TorchStreams("cpu", fake)
     stmt, g = s.statement("launch")
     assert stmt == "x.add_(1); cut(); sync()"
@@ -117,8 +118,16 @@ class FixedMeasurer:
 
 def test_one_size_out_of_memory_is_its_rows_status_and_the_rest_goes_on():
     cfg = {**CFG, "min_kb": 64, "max_mb": 4, "size_factor": 4}
-    rows = device_rows("cpu", cfg, streams=FailingStreams(oom_at=1024 * 1024), measurer=FixedMeasurer(),
-                       cache_bytes=MIB, free_bytes=64 * 1024 * MIB, peak=(None, "cpu: measured only"), log=lambda s: None)
+    rows = device_rows(
+        "cpu",
+        cfg,
+        streams=FailingStreams(oom_at=1024 * 1024),
+        measurer=FixedMeasurer(),
+        cache_bytes=MIB,
+        free_bytes=64 * 1024 * MIB,
+        peak=(None, "cpu: measured only"),
+        log=lambda s: None,
+    )
     df = pd.DataFrame(rows)
     assert df.iloc[0]["kernel"] == "launch" and df.iloc[0]["status"] == "ok"
     oom = df[df["size_bytes"] == MIB]
@@ -129,12 +138,23 @@ def test_one_size_out_of_memory_is_its_rows_status_and_the_rest_goes_on():
 
 # ---- peaks -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,gbps", [
-    ("NVIDIA H100 80GB HBM3", 3350.0), ("NVIDIA H100 PCIe", 2000.0), ("NVIDIA H100 NVL", 3900.0),
-    ("NVIDIA H200", 4800.0), ("NVIDIA H200 NVL", 4800.0), ("NVIDIA A100-SXM4-80GB", 2039.0),
-    ("NVIDIA A100 80GB PCIe", 1935.0), ("NVIDIA A100-SXM4-40GB", 1555.0), ("NVIDIA A100-PCIE-40GB", 1555.0),
-    ("AMD Instinct MI300X", 5300.0), ("AMD Instinct MI325X", 6000.0),
-])
+
+@pytest.mark.parametrize(
+    "name,gbps",
+    [
+        ("NVIDIA H100 80GB HBM3", 3350.0),
+        ("NVIDIA H100 PCIe", 2000.0),
+        ("NVIDIA H100 NVL", 3900.0),
+        ("NVIDIA H200", 4800.0),
+        ("NVIDIA H200 NVL", 4800.0),
+        ("NVIDIA A100-SXM4-80GB", 2039.0),
+        ("NVIDIA A100 80GB PCIe", 1935.0),
+        ("NVIDIA A100-SXM4-40GB", 1555.0),
+        ("NVIDIA A100-PCIE-40GB", 1555.0),
+        ("AMD Instinct MI300X", 5300.0),
+        ("AMD Instinct MI325X", 6000.0),
+    ],
+)
 def test_datasheet_bandwidth_by_device_name(name, gbps):
     got, source = backends.get("cuda").peak_gbps({"name": name})
     assert got == gbps and "read 2026-12-01" in source
@@ -158,11 +178,21 @@ def test_tpu_by_device_kind_cpu_measured_only_and_the_config_wins():
 
 # ---- the CLI on the CPU ---------------------------------------------------------------------------------
 
+
 def write_run(tmp_path, cfg: dict) -> str:
     full = with_defaults({"run": "t", "membw": cfg})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "t", "config": full, "config_hash": config_hash(full), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {
+                "run": "t",
+                "config": full,
+                "config_hash": config_hash(full),
+                "git_commit": "abc",
+                "accelbench_version": "0",
+            }
+        )
+    )
     return str(path)
 
 
@@ -183,7 +213,9 @@ def test_cli_on_the_cpu_triad_gbps_with_an_interval(tmp_path):
     assert list(triad["size_bytes"]) == [64 * 1024, 256 * 1024, MIB, 4 * MIB]
     measured = triad[triad["status"].isin(["ok", "unstable"])]
     assert len(measured) >= 3 and (measured["gbps"] > 0).all()
-    assert (measured["gbps_ci95_low"] <= measured["gbps"]).all() and (measured["gbps"] <= measured["gbps_ci95_high"]).all()
+    assert (measured["gbps_ci95_low"] <= measured["gbps"]).all() and (
+        measured["gbps"] <= measured["gbps_ci95_high"]
+    ).all()
     assert (df["run_id"] == "t").all() and (df["method_version"] == registry.STAGES["membw"].method_version).all()
     assert df["peak_source"].str.contains("measured only").all() and (df["device_warmup_s"] > 0).all()
 

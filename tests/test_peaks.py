@@ -24,9 +24,17 @@ def peak_tflops(backend: str, info: dict, dtype: str, threads: int | None, overr
 
 
 def cpu(flags, mhz=3000.0, cores=8, **extra):
-    return {"name": "test CPU", "arch": extra.pop("arch", "x86_64"), "vendor": extra.pop("vendor", "GenuineIntel"),
-            "flags": list(flags), "max_mhz": mhz, "clock_source": "cpufreq cpuinfo_max_freq",
-            "clock_is_max": extra.pop("clock_is_max", True), "cores_physical": cores, **extra}
+    return {
+        "name": "test CPU",
+        "arch": extra.pop("arch", "x86_64"),
+        "vendor": extra.pop("vendor", "GenuineIntel"),
+        "flags": list(flags),
+        "max_mhz": mhz,
+        "clock_source": "cpufreq cpuinfo_max_freq",
+        "clock_is_max": extra.pop("clock_is_max", True),
+        "cores_physical": cores,
+        **extra,
+    }
 
 
 def tflops(cores, ghz, flop_per_cycle):
@@ -36,16 +44,19 @@ def tflops(cores, ghz, flop_per_cycle):
 # --------------------------------------------------------------------------- CPU
 
 
-@pytest.mark.parametrize("flags, dtype, fpc, phrase", [
-    (["avx2", "fma"], "float32", 32, "AVX2+FMA"),
-    (["avx", "avx2", "fma", "avx512f"], "float32", 64, "AVX-512"),
-    (["avx2", "fma", "avx512f", "avx512_bf16"], "bfloat16", 128, "AVX512_BF16"),
-    (["avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"], "bfloat16", 1024, "AMX"),
-    (["avx2", "fma", "avx512f", "avx512_fp16", "amx_tile", "amx_bf16"], "float16", 128, "AVX512_FP16"),
-    (["avx2", "fma", "avx512f", "amx_tile", "amx_bf16", "amx_fp16"], "float16", 1024, "AMX-FP16"),
-    (["avx"], "float32", 16, "without FMA"),
-    (["sse2"], "float32", 8, "SSE"),
-])
+@pytest.mark.parametrize(
+    "flags, dtype, fpc, phrase",
+    [
+        (["avx2", "fma"], "float32", 32, "AVX2+FMA"),
+        (["avx", "avx2", "fma", "avx512f"], "float32", 64, "AVX-512"),
+        (["avx2", "fma", "avx512f", "avx512_bf16"], "bfloat16", 128, "AVX512_BF16"),
+        (["avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"], "bfloat16", 1024, "AMX"),
+        (["avx2", "fma", "avx512f", "avx512_fp16", "amx_tile", "amx_bf16"], "float16", 128, "AVX512_FP16"),
+        (["avx2", "fma", "avx512f", "amx_tile", "amx_bf16", "amx_fp16"], "float16", 1024, "AMX-FP16"),
+        (["avx"], "float32", 16, "without FMA"),
+        (["sse2"], "float32", 8, "SSE"),
+    ],
+)
 def test_cpu_isa_flops_per_cycle(flags, dtype, fpc, phrase):
     value, source = peak_tflops("cpu", cpu(flags), dtype, None, {})
     assert value == pytest.approx(tflops(8, 3.0, fpc))
@@ -154,37 +165,40 @@ def test_cpu_peak_of_this_machine_follows_the_formula():
 # --------------------------------------------------------------------------- GPUs and TPUs
 
 
-@pytest.mark.parametrize("name, dtype, expected", [
-    ("NVIDIA H100 80GB HBM3", "bfloat16", 989.4),
-    ("NVIDIA H100 80GB HBM3", "float8_e4m3fn", 1978.9),
-    ("NVIDIA H100 80GB HBM3", "tf32", 494.7),
-    ("NVIDIA H100 80GB HBM3", "float32", 66.9),
-    ("NVIDIA H100 PCIe", "bfloat16", 756.5),
-    ("NVIDIA H100 PCIe", "float32", 51.2),
-    ("NVIDIA H100 NVL", "float16", 835.5),
-    ("NVIDIA H200", "bfloat16", 989.4),
-    ("NVIDIA H200", "float8_e4m3fn", 1978.9),
-    ("NVIDIA GH200 480GB", "bfloat16", 989.4),
-    ("NVIDIA A100-SXM4-40GB", "bfloat16", 312.0),
-    ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
-    ("NVIDIA A100-PCIE-40GB", "float32", 19.5),
-    ("NVIDIA A100 80GB PCIe", "float16", 312.0),
-    ("NVIDIA L40S", "bfloat16", 362.05),
-    ("NVIDIA L40S", "float8_e4m3fn", 733.0),
-    ("NVIDIA L4", "float16", 121.0),
-    ("NVIDIA L4", "float32", 30.3),
-    ("NVIDIA A10", "tf32", 62.5),
-    ("Tesla V100-SXM2-16GB", "float16", 125.0),
-    ("Tesla V100-PCIE-32GB", "float16", 112.0),
-    ("NVIDIA GeForce RTX 4090", "bfloat16", 165.2),
-    ("NVIDIA GeForce RTX 4090", "float32", 82.6),
-    ("AMD Instinct MI300X", "bfloat16", 1307.4),
-    ("AMD Instinct MI300X", "float8_e4m3fn", 2614.9),
-    ("AMD Instinct MI300X", "float32", 163.4),
-    ("AMD Instinct MI250X", "bfloat16", 383.0 / 2),
-    ("AMD Instinct MI250X", "float32", 95.7 / 2),
-    ("AMD Instinct MI210", "bfloat16", 181.0),
-])
+@pytest.mark.parametrize(
+    "name, dtype, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "bfloat16", 989.4),
+        ("NVIDIA H100 80GB HBM3", "float8_e4m3fn", 1978.9),
+        ("NVIDIA H100 80GB HBM3", "tf32", 494.7),
+        ("NVIDIA H100 80GB HBM3", "float32", 66.9),
+        ("NVIDIA H100 PCIe", "bfloat16", 756.5),
+        ("NVIDIA H100 PCIe", "float32", 51.2),
+        ("NVIDIA H100 NVL", "float16", 835.5),
+        ("NVIDIA H200", "bfloat16", 989.4),
+        ("NVIDIA H200", "float8_e4m3fn", 1978.9),
+        ("NVIDIA GH200 480GB", "bfloat16", 989.4),
+        ("NVIDIA A100-SXM4-40GB", "bfloat16", 312.0),
+        ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
+        ("NVIDIA A100-PCIE-40GB", "float32", 19.5),
+        ("NVIDIA A100 80GB PCIe", "float16", 312.0),
+        ("NVIDIA L40S", "bfloat16", 362.05),
+        ("NVIDIA L40S", "float8_e4m3fn", 733.0),
+        ("NVIDIA L4", "float16", 121.0),
+        ("NVIDIA L4", "float32", 30.3),
+        ("NVIDIA A10", "tf32", 62.5),
+        ("Tesla V100-SXM2-16GB", "float16", 125.0),
+        ("Tesla V100-PCIE-32GB", "float16", 112.0),
+        ("NVIDIA GeForce RTX 4090", "bfloat16", 165.2),
+        ("NVIDIA GeForce RTX 4090", "float32", 82.6),
+        ("AMD Instinct MI300X", "bfloat16", 1307.4),
+        ("AMD Instinct MI300X", "float8_e4m3fn", 2614.9),
+        ("AMD Instinct MI300X", "float32", 163.4),
+        ("AMD Instinct MI250X", "bfloat16", 383.0 / 2),
+        ("AMD Instinct MI250X", "float32", 95.7 / 2),
+        ("AMD Instinct MI210", "bfloat16", 181.0),
+    ],
+)
 def test_gpu_datasheet_figures(name, dtype, expected):
     backend = "rocm" if name.startswith("AMD") else "cuda"
     value, source = peak_tflops(backend, {"name": name}, dtype, None, {})
@@ -192,14 +206,28 @@ def test_gpu_datasheet_figures(name, dtype, expected):
     assert "datasheet" in source or "whitepaper" in source
 
 
-@pytest.mark.parametrize("name, key", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA GH200 480GB", "GH200"),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM"), ("NVIDIA A100-PCIE-40GB", "A100 PCIe"), ("NVIDIA L40S", "L40S"),
-    ("NVIDIA L40", "L40"), ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"), ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
-    ("Tesla V100-SXM3-32GB", "V100 (other)"), ("AMD Instinct MI300X VF", "MI300X"),
-    ("AMD Instinct MI250X/MI250", "MI250X"), ("AMD Instinct MI250", "MI250"),
-])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA GH200 480GB", "GH200"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM"),
+        ("NVIDIA A100-PCIE-40GB", "A100 PCIe"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A10", "A10"),
+        ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
+        ("Tesla V100-SXM3-32GB", "V100 (other)"),
+        ("AMD Instinct MI300X VF", "MI300X"),
+        ("AMD Instinct MI250X/MI250", "MI250X"),
+        ("AMD Instinct MI250", "MI250"),
+    ],
+)
 def test_names_match_the_right_entry(name, key):
     assert match_chip(name).key == key
 
@@ -220,8 +248,9 @@ def test_missing_native_dtype_falls_back_to_fp32_or_none_for_fp8():
 
 def test_partitions_scale_by_sm_or_cu_count():
     # a MIG slice with 14 of 108 SMs
-    value, source = peak_tflops("cuda", {"name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "multiprocessors": 14},
-                                "bfloat16", None, {})
+    value, source = peak_tflops(
+        "cuda", {"name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "multiprocessors": 14}, "bfloat16", None, {}
+    )
     assert value == pytest.approx(312.0 * 14 / 108)
     assert "14/108" in source
     # 'MI250X/MI250' with an MI250 GCD's 104 CUs is the MI250 figure
@@ -232,10 +261,18 @@ def test_partitions_scale_by_sm_or_cu_count():
     assert value == pytest.approx(989.4)
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("TPU v4", 275.0), ("TPU v5 lite", 197.0), ("TPU v5e", 197.0), ("TPU v5", 459.0), ("TPU v5p", 459.0),
-    ("TPU v6 lite", 918.0), ("TPU v6e", 918.0),
-])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("TPU v4", 275.0),
+        ("TPU v5 lite", 197.0),
+        ("TPU v5e", 197.0),
+        ("TPU v5", 459.0),
+        ("TPU v5p", 459.0),
+        ("TPU v6 lite", 918.0),
+        ("TPU v6e", 918.0),
+    ],
+)
 def test_tpu_device_kinds(kind, expected):
     value, source = peak_tflops("xla", {"name": kind, "device_kind": kind}, "bfloat16", None, {})
     assert value == pytest.approx(expected)
@@ -268,9 +305,15 @@ def test_table_is_complete_and_sourced():
 MAX_1550 = "Intel(R) Data Center GPU Max 1550"
 
 
-@pytest.mark.parametrize("dtype, expected", [
-    ("bfloat16", 838.9), ("float16", 838.9), ("tf32", 419.4), ("float32", 52.4),
-])
+@pytest.mark.parametrize(
+    "dtype, expected",
+    [
+        ("bfloat16", 838.9),
+        ("float16", 838.9),
+        ("tf32", 419.4),
+        ("float32", 52.4),
+    ],
+)
 def test_intel_max_1550_figures(dtype, expected):
     value, source = peak_tflops("xpu", {"name": MAX_1550}, dtype, None, {})
     assert value == pytest.approx(expected)

@@ -144,6 +144,7 @@ def test_snakemakes_own_report(tiny_run):
 
 # ---- scaling (switched on for this run) --------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_scaling_world_sizes_1_and_2_ran_as_separate_processes(tiny_run):
     """gloo world sizes 1 and 2: one and two rank processes (their pid files), none of them left running,
@@ -171,14 +172,17 @@ def test_scaling_efficiency_and_loss_equivalence(tiny_run):
     for mode in ("fp32", "amp_bf16"):
         two = ddp.loc[(2, mode)]
         assert two["status"] == "ok" and two["trials"] == 2
-        assert 0 < two["scaling_efficiency"] and two["efficiency_ci95_low"] <= two["scaling_efficiency"] \
-            <= two["efficiency_ci95_high"]
+        assert (
+            two["scaling_efficiency"] > 0
+            and two["efficiency_ci95_low"] <= two["scaling_efficiency"] <= two["efficiency_ci95_high"]
+        )
         assert two["step_ci95_low_s"] <= two["step_median_s"] <= two["step_ci95_high_s"]
         assert ddp.loc[(1, mode)]["scaling_efficiency"] == pytest.approx(1.0)
     trials = pd.read_csv(tiny_run / "results" / "tiny" / "scaling_cpu_trials.csv")
     ddp_trials = trials[trials["method"] == "ddp"]
     assert ddp_trials["loss_matches_single"].astype(str).eq("True").all(), ddp_trials[
-        ["world_size", "mode", "seed", "loss_max_rel_diff", "loss_tolerance"]]
+        ["world_size", "mode", "seed", "loss_max_rel_diff", "loss_tolerance"]
+    ]
     assert (ddp_trials["loss_max_rel_diff"] <= ddp_trials["loss_tolerance"]).all()
     dp = trials[trials["method"] == "dp"]
     assert set(dp["status"]) == {"unsupported"}  # nn.DataParallel needs CUDA/ROCm GPUs
@@ -187,14 +191,20 @@ def test_scaling_efficiency_and_loss_equivalence(tiny_run):
 @pytest.mark.slow
 def test_scaling_collectives_have_bus_bandwidth(tiny_run):
     df = pd.read_csv(tiny_run / "results" / "tiny" / "collectives_cpu.csv")
-    assert set(df["world_size"]) == {2} and set(df["collective"]) == {"all_reduce", "all_gather", "reduce_scatter",
-                                                                       "broadcast"}
+    assert set(df["world_size"]) == {2} and set(df["collective"]) == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+    }
     assert (df["status"] == "ok").all(), df[["collective", "size_bytes", "status"]]
     assert (df["busbw_gbps"] > 0).all() and (df["algbw_gbps"] > 0).all()
     assert df["busbw_gbps"].to_numpy() == pytest.approx((df["algbw_gbps"] * df["busbw_factor"]).to_numpy())
     assert df["algbw_gbps"].to_numpy() == pytest.approx((df["size_bytes"] / df["median_s"] / 1e9).to_numpy())
     html = (tiny_run / "results" / "report.html").read_text()
     assert 'id="scaling-table"' in html and 'data-world="2"' in html and "scaling-off" not in html
+
+
 @pytest.mark.slow
 def test_telemetry_behind_every_point_and_why_sensors_are_missing(tiny_run):
     """On this machine: the CPU's clock columns are filled (cpufreq or /proc/cpuinfo), energy is null where

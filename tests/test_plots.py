@@ -11,10 +11,23 @@ import pytest
 from accelbench.reporting import tables as S
 from accelbench.reporting.plots import FIGURES, load_tables
 
-RULE_PLOTS = ["matmul_tflops", "matmul_pct_of_peak", "speedup", "warmup", "transfer", "amp_step_time", "amp_loss",
-              "scaling_efficiency", "collective_busbw", "peer_copy", "telemetry", "matmul_soak", "membw", "roofline"]
+RULE_PLOTS = [
+    "matmul_tflops",
+    "matmul_pct_of_peak",
+    "speedup",
+    "warmup",
+    "transfer",
+    "amp_step_time",
+    "amp_loss",
+    "scaling_efficiency",
+    "collective_busbw",
+    "peer_copy",
+    "telemetry",
+    "matmul_soak",
+    "membw",
+    "roofline",
+]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
 
 
 def svg_text(path) -> str:
@@ -80,7 +93,10 @@ def test_one_colour_per_run_and_device(fixtures):
     tables = load_tables(fixtures("two_runs")["aggregate"])
     series = S.series(tables)
     assert list(zip(series["run_id"], series["device"])) == [
-        ("gpu-node-h100", "cpu"), ("gpu-node-h100", "cuda:0"), ("laptop-cpu", "cpu")]
+        ("gpu-node-h100", "cpu"),
+        ("gpu-node-h100", "cuda:0"),
+        ("laptop-cpu", "cpu"),
+    ]
     assert series["color"].is_unique
     assert all(lab.startswith(run + " · ") for lab, run in zip(series["label"], series["run_id"]))
     import seaborn as sns
@@ -92,10 +108,26 @@ def test_one_colour_per_run_and_device(fixtures):
 
 def test_best_tflops_ignores_untrustworthy_points():
     rows = [
-        {"run_id": "r", "backend": "cuda", "device": "cuda:0", "device_name": "X", "dtype": "float16", "n": n,
-         "tflops": t, "median_s": 1.0, "pct_of_peak": t / 10, "peak_tflops": 1000.0, "status": st}
-        for n, t, st in [(256, 1300.0, "invalid"), (512, 500.0, "ok"), (1024, 700.0, "unstable"),
-                         (2048, 900.0, "wrong_result"), (4096, float("nan"), "oom")]
+        {
+            "run_id": "r",
+            "backend": "cuda",
+            "device": "cuda:0",
+            "device_name": "X",
+            "dtype": "float16",
+            "n": n,
+            "tflops": t,
+            "median_s": 1.0,
+            "pct_of_peak": t / 10,
+            "peak_tflops": 1000.0,
+            "status": st,
+        }
+        for n, t, st in [
+            (256, 1300.0, "invalid"),
+            (512, 500.0, "ok"),
+            (1024, 700.0, "unstable"),
+            (2048, 900.0, "wrong_result"),
+            (4096, float("nan"), "oom"),
+        ]
     ]
     best = S.best_tflops(pd.DataFrame(rows))
     assert len(best) == 1
@@ -104,19 +136,34 @@ def test_best_tflops_ignores_untrustworthy_points():
 
 def test_cpu_speedup_pairs_same_run_dtype_and_size():
     def row(run, backend, device, dtype, n, median_s, status="ok"):
-        return {"run_id": run, "backend": backend, "device": device, "device_name": "", "dtype": dtype, "n": n,
-                "median_s": median_s, "tflops": 2 * n ** 3 / median_s / 1e12, "status": status}
+        return {
+            "run_id": run,
+            "backend": backend,
+            "device": device,
+            "device_name": "",
+            "dtype": dtype,
+            "n": n,
+            "median_s": median_s,
+            "tflops": 2 * n**3 / median_s / 1e12,
+            "status": status,
+        }
 
-    df = pd.DataFrame([
-        row("a", "cpu", "cpu", "float32", 512, 0.010), row("a", "cuda", "cuda:0", "float32", 512, 0.0005),
-        row("a", "cuda", "cuda:1", "float32", 512, 0.0004),
-        row("a", "cpu", "cpu", "float32", 1024, 0.080), row("a", "cuda", "cuda:0", "float32", 1024, 0.002, "invalid"),
-        row("a", "cuda", "cuda:0", "bfloat16", 512, 0.0002),  # no CPU bfloat16: no speedup
-        row("b", "cuda", "cuda:0", "float32", 512, 0.001),  # another run without a CPU: no speedup
-    ])
+    df = pd.DataFrame(
+        [
+            row("a", "cpu", "cpu", "float32", 512, 0.010),
+            row("a", "cuda", "cuda:0", "float32", 512, 0.0005),
+            row("a", "cuda", "cuda:1", "float32", 512, 0.0004),
+            row("a", "cpu", "cpu", "float32", 1024, 0.080),
+            row("a", "cuda", "cuda:0", "float32", 1024, 0.002, "invalid"),
+            row("a", "cuda", "cuda:0", "bfloat16", 512, 0.0002),  # no CPU bfloat16: no speedup
+            row("b", "cuda", "cuda:0", "float32", 512, 0.001),  # another run without a CPU: no speedup
+        ]
+    )
     sp = S.cpu_speedup(df)
     assert list(zip(sp["run_id"], sp["device"], sp["dtype"], sp["n"])) == [
-        ("a", "cuda:0", "float32", 512), ("a", "cuda:1", "float32", 512)]
+        ("a", "cuda:0", "float32", 512),
+        ("a", "cuda:1", "float32", 512),
+    ]
     assert sp["speedup"].tolist() == pytest.approx([20.0, 25.0])
     assert S.cpu_speedup(df[df["backend"] == "cpu"]).empty
 
@@ -130,9 +177,18 @@ def test_number_formats():
 
 
 def _compared_point(table, verdict="same", **identity):
-    return {"table": table, "backend": "cpu", "device": "cpu", "match": "both", "speed_change_pct": 3.0,
-            "speed_change_ci95_low_pct": 1.0, "speed_change_ci95_high_pct": 5.0, "verdict": verdict,
-            "label": f"{table} cpu", **identity}
+    return {
+        "table": table,
+        "backend": "cpu",
+        "device": "cpu",
+        "match": "both",
+        "speed_change_pct": 3.0,
+        "speed_change_ci95_low_pct": 1.0,
+        "speed_change_ci95_high_pct": 5.0,
+        "verdict": verdict,
+        "label": f"{table} cpu",
+        **identity,
+    }
 
 
 def test_comparison_figure_draws_from_the_tables_sweep_declarations(monkeypatch):
@@ -148,11 +204,16 @@ def test_comparison_figure_draws_from_the_tables_sweep_declarations(monkeypatch)
     from accelbench.plugin import Sweep
     from accelbench.reporting.plots import fig_comparison
 
-    points = pd.DataFrame([
-        _compared_point("matmul", dtype="float32", n=256), _compared_point("matmul", dtype="float32", n=512),
-        _compared_point("matmul", "slower", dtype="bfloat16", n=512), _compared_point("warmup", n=64),
-        _compared_point("amp_trials"), _compared_point("membw", kernel="triad", size_bytes=2 ** 20),
-    ])
+    points = pd.DataFrame(
+        [
+            _compared_point("matmul", dtype="float32", n=256),
+            _compared_point("matmul", dtype="float32", n=512),
+            _compared_point("matmul", "slower", dtype="bfloat16", n=512),
+            _compared_point("warmup", n=64),
+            _compared_point("amp_trials"),
+            _compared_point("membw", kernel="triad", size_bytes=2**20),
+        ]
+    )
     fig = fig_comparison(plt, sns, points, "a", "b", 0.05)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["matmul FP32", "matmul BF16", "Warm-up, AMP, Memory"], titles
@@ -160,8 +221,9 @@ def test_comparison_figure_draws_from_the_tables_sweep_declarations(monkeypatch)
     plt.close(fig)
 
     membw = registry.TABLES["membw"]
-    planted = dataclasses.replace(membw, compare=dataclasses.replace(
-        membw.compare, sweep=Sweep("size_bytes", "array bytes", panel="kernel")))
+    planted = dataclasses.replace(
+        membw, compare=dataclasses.replace(membw.compare, sweep=Sweep("size_bytes", "array bytes", panel="kernel"))
+    )
     monkeypatch.setitem(registry.TABLES, "membw", planted)
     fig = fig_comparison(plt, sns, points, "a", "b", 0.05)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]

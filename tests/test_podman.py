@@ -52,8 +52,10 @@ def podman(env: dict, *args: str, check: bool = True) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def podman_env() -> dict:
     if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: run `bash .ci/setup-podman.sh` as root "
-                    "(or set ACCELBENCH_SKIP_CONTAINER_TESTS=1 where podman cannot be had)")
+        pytest.fail(
+            "podman is not installed: run `bash .ci/setup-podman.sh` as root "
+            "(or set ACCELBENCH_SKIP_CONTAINER_TESTS=1 where podman cannot be had)"
+        )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     if "CONTAINERS_CONF" not in env and (STATE / "containers.conf").exists():
         env["CONTAINERS_CONF"] = str(STATE / "containers.conf")
@@ -64,8 +66,13 @@ def podman_env() -> dict:
 
 def copy_repo(dest: Path) -> Path:
     """The repository's files (tracked and untracked, not ignored) - what a fresh clone plus edits holds."""
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         src = REPO / rel
         if src.is_file():
@@ -96,14 +103,24 @@ def podman_run(podman_env, tmp_path_factory):
     work = tmp_path_factory.mktemp("work")
     config = copy.deepcopy(TINY)
     config["run"] = RUN
-    config["container"] = {"runtime": "podman", "images": {"cpu": TAG}, "build": True,
-                           "build_args": {"cpu": build_args()}}
+    config["container"] = {
+        "runtime": "podman",
+        "images": {"cpu": TAG},
+        "build": True,
+        "build_args": {"cpu": build_args()},
+    }
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.run(
         snakemake_argv(work, "--configfile", str(work / "config.yaml"), "--cores", "2", repo=repo),
-        capture_output=True, text=True, env=podman_env, timeout=2400)
+        capture_output=True,
+        text=True,
+        env=podman_env,
+        timeout=2400,
+    )
     logs = work / "results" / RUN / "logs"
-    detail = "".join(f"\n--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(logs.glob("*.log"))) if logs.exists() else ""
+    detail = (
+        "".join(f"\n--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(logs.glob("*.log"))) if logs.exists() else ""
+    )
     assert proc.returncode == 0, proc.stderr[-4000:] + detail
     return work, podman_env
 
@@ -129,9 +146,18 @@ def test_record_names_the_built_image(podman_run, record):
 def test_detect_ran_inside_the_image(podman_run, record):
     work, env = podman_run
     devices = json.loads((work / "results" / RUN / "devices.json").read_text())
-    inside = json.loads(podman(env, "run", "--rm", record["id"], "python", "-c",
-                               "import json, os, platform, sys, torch; print(json.dumps([os.path.dirname("
-                               "sys.executable), platform.python_version(), torch.__version__]))").stdout)
+    inside = json.loads(
+        podman(
+            env,
+            "run",
+            "--rm",
+            record["id"],
+            "python",
+            "-c",
+            "import json, os, platform, sys, torch; print(json.dumps([os.path.dirname("
+            "sys.executable), platform.python_version(), torch.__version__]))",
+        ).stdout
+    )
     ran = [os.path.dirname(devices["python_executable"]), devices["python_version"], devices["torch_version"]]
     assert ran == inside  # the image's interpreter (/opt/venv/bin), Python and torch
     assert devices["python_executable"].startswith("/opt/venv/") and devices["python_executable"] != sys.executable

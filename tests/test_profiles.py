@@ -41,8 +41,14 @@ def load_profile(name: str) -> dict:
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def _value(text: str):
@@ -64,9 +70,14 @@ def dry_run_jobs(out: str) -> list[dict]:
         th = re.search(r"^\s+threads: (\d+)$", body, re.M)
         res = re.search(r"^\s+resources: (.*)$", body, re.M)
         resources = dict(kv.split("=", 1) for kv in res.group(1).split(", ")) if res else {}
-        jobs.append({"rule": m.group(2), "backend": wc.group(1) if wc else None,
-                     "threads": int(th.group(1)) if th else 1,
-                     "resources": {k: _value(v) for k, v in resources.items()}})
+        jobs.append(
+            {
+                "rule": m.group(2),
+                "backend": wc.group(1) if wc else None,
+                "threads": int(th.group(1)) if th else 1,
+                "resources": {k: _value(v) for k, v in resources.items()},
+            }
+        )
     return jobs
 
 
@@ -74,8 +85,18 @@ def dry_run(tmp: Path, profile: str, **config) -> list[dict]:
     cfg = copy.deepcopy(TINY)
     cfg.update(config)
     (tmp / "config.yaml").write_text(yaml.safe_dump(cfg))
-    proc = snakemake(tmp, "-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp),
-                     "--configfile", str(tmp / "config.yaml"), "--profile", str(PROFILES / profile))
+    proc = snakemake(
+        tmp,
+        "-n",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp),
+        "--configfile",
+        str(tmp / "config.yaml"),
+        "--profile",
+        str(PROFILES / profile),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs = dry_run_jobs(proc.stdout + proc.stderr)
     expected = ALL_RULES if set(cfg["backends"]) - {"cpu"} else ALL_RULES - {"transfer"}
@@ -84,6 +105,7 @@ def dry_run(tmp: Path, profile: str, **config) -> list[dict]:
 
 
 # ---- profile files ---------------------------------------------------------------------------------
+
 
 def snakemake_options() -> set[str]:
     from snakemake.cli import get_argument_parser
@@ -171,10 +193,12 @@ def test_local_profile_keeps_benchmarks_apart():
 
 # ---- what each job asks for (dry runs of the real workflow) -------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def slurm_jobs(tmp_path_factory):
-    return dry_run(tmp_path_factory.mktemp("dry-slurm"), "slurm", backends=["cpu", "cuda"],
-                   cluster={"gpu_model": "h100"})
+    return dry_run(
+        tmp_path_factory.mktemp("dry-slurm"), "slurm", backends=["cpu", "cuda"], cluster={"gpu_model": "h100"}
+    )
 
 
 def test_slurm_gpu_stages_ask_for_one_gpu_of_the_model(slurm_jobs):
@@ -201,8 +225,9 @@ def test_slurm_every_job_has_runtime_and_memory(slurm_jobs):
 def test_slurm_cpu_benchmarks_get_the_node_to_themselves(slurm_jobs):
     for job in slurm_jobs:
         # every device stage that runs on the CPU measures the CPU: it gets the node to itself
-        exclusive = job["rule"] in {s.rule for s in registry.DEVICE_STAGES if s.applies_to("cpu")} \
-            and job["backend"] == "cpu"
+        exclusive = (
+            job["rule"] in {s.rule for s in registry.DEVICE_STAGES if s.applies_to("cpu")} and job["backend"] == "cpu"
+        )
         assert (job["resources"].get("slurm_extra") == "--exclusive") == exclusive, job
 
 
@@ -234,8 +259,14 @@ def sbatch_line(job: dict) -> str:
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     fake = SimpleNamespace(resources=_Resources(job["resources"]), threads=job["threads"], name=job["rule"])
-    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "c", "account": "", "partition": " -p p",
-              "workdir": "/w"}
+    params = {
+        "run_uuid": "u",
+        "slurm_logfile": "log",
+        "comment_str": "c",
+        "account": "",
+        "partition": " -p p",
+        "workdir": "/w",
+    }
     return get_submit_command(fake, params) + set_gres_string(fake)
 
 
@@ -306,15 +337,18 @@ def test_scheduler_flags_ask_for_gpus_exactly_where_the_backend_class_says(gpu_b
         assert ("request_gpus" in res) == asks, job
         assert str(res.get("lsf_extra", "")).startswith("-gpu num=") == asks, job
         assert str(res.get("sge_gpu", "")).startswith("-l gpu=") == asks, job
-        assert res.get("gpu_manufacturer") == backends.CLASSES[backend].gpu_manufacturer if asks else \
-            "gpu_manufacturer" not in res, job
+        assert (
+            res.get("gpu_manufacturer") == backends.CLASSES[backend].gpu_manufacturer
+            if asks
+            else "gpu_manufacturer" not in res
+        ), job
         exclusive = not backends.is_accelerator(backend)  # a benchmark of the host gets the node to itself
         assert (res.get("slurm_extra") == "--exclusive") == exclusive, job
         assert (res.get("lsf_extra") == "-x") == exclusive, job
     assert seen == {"cpu", "cuda", "rocm", "xpu", "mps"}
 
 
-TOY = r'''
+TOY = r"""
 rule all:
     input: expand("done_{i}.txt", i=range(3))
 
@@ -328,7 +362,7 @@ rule bench:
         "for t in $(seq 30); do n=$(ls started_* | wc -l); "
         "if [ $n -gt $(ls done_* 2>/dev/null | wc -l | awk '{{print $1+1}}') ]; then echo met > {output}; exit 0; fi; "
         "sleep 0.1; done; echo alone > {output}"
-'''
+"""
 
 
 @pytest.mark.slow

@@ -36,21 +36,42 @@ MINI = {
     "cpu_threads": 1,
     "seed": 0,
     "warmup": {"n": 32, "max_iters": 10, "window": 3, "rel_tol": 0.5},
-    "matmul": {"sizes": [32, 64], "dtypes": ["float32", "bfloat16"], "min_run_time_s": 0.02,
-               "point_budget_s": 30.0, "fp8": False,
-               # one shape (32^3): the search's rows are the same in every run (test_reproducibility)
-               "search": {"enabled": True, "m": {"min": 32, "max": 32, "step": 32},
-                          "n": {"min": 32, "max": 32, "step": 32}, "k": {"min": 32, "max": 32, "step": 32},
-                          "budget_s": 15.0, "min_run_time_s": 0.01, "confirm": 1}},
+    "matmul": {
+        "sizes": [32, 64],
+        "dtypes": ["float32", "bfloat16"],
+        "min_run_time_s": 0.02,
+        "point_budget_s": 30.0,
+        "fp8": False,
+        # one shape (32^3): the search's rows are the same in every run (test_reproducibility)
+        "search": {
+            "enabled": True,
+            "m": {"min": 32, "max": 32, "step": 32},
+            "n": {"min": 32, "max": 32, "step": 32},
+            "k": {"min": 32, "max": 32, "step": 32},
+            "budget_s": 15.0,
+            "min_run_time_s": 0.01,
+            "confirm": 1,
+        },
+    },
     "membw": {"min_kb": 64, "max_mb": 0.5, "min_run_time_s": 0.01},
     "transfer": {"sizes_mb": [1]},
-    "amp": {"workloads": ["mlp"], "seeds": [0, 1], "steps": 6, "warmup_steps": 2, "batch_size": 16,
-            "data": {"n_train": 64, "n_test": 32, "n_features": 8, "n_classes": 4},
-            "mlp": {"hidden": 16, "layers": 1}},
+    "amp": {
+        "workloads": ["mlp"],
+        "seeds": [0, 1],
+        "steps": 6,
+        "warmup_steps": 2,
+        "batch_size": 16,
+        "data": {"n_train": 64, "n_test": 32, "n_features": 8, "n_classes": 4},
+        "mlp": {"hidden": 16, "layers": 1},
+    },
 }
 # what the stages must record (set for the pipeline's processes)
-PIPELINE_ENV = {"OMP_NUM_THREADS": "1", "PYTORCH_TUNABLEOP_ENABLED": "0", "HIP_VISIBLE_DEVICES": "",
-                "CUDA_VISIBLE_DEVICES": ""}
+PIPELINE_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "PYTORCH_TUNABLEOP_ENABLED": "0",
+    "HIP_VISIBLE_DEVICES": "",
+    "CUDA_VISIBLE_DEVICES": "",
+}
 # every per-run file a CPU run writes -> its table (registry)
 STAGE_KINDS = {name: registry.table_of(name) for name in registry.run_files(["cpu"])}
 
@@ -60,8 +81,9 @@ def pipeline_env() -> dict:
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    return run_snakemake(workdir, "--configfile", str(workdir / "config.yaml"), *args, env=PIPELINE_ENV,
-                         timeout=timeout)
+    return run_snakemake(
+        workdir, "--configfile", str(workdir / "config.yaml"), *args, env=PIPELINE_ENV, timeout=timeout
+    )
 
 
 def mini_run(tmp_path_factory, name: str, config: dict | None = None) -> Path:
@@ -87,6 +109,7 @@ def stage_csvs(run: Path) -> dict[str, pd.DataFrame]:
 
 
 # ---- unit: row_provenance ---------------------------------------------------------------------
+
 
 def test_row_provenance_columns_and_values(monkeypatch):
     import torch
@@ -122,6 +145,7 @@ def test_git_commit_marks_uncommitted_changes(tmp_path):
 
 # ---- a real run ---------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_every_row_of_every_stage_carries_provenance(run_dir):
     import torch
@@ -135,10 +159,17 @@ def test_every_row_of_every_stage_carries_provenance(run_dir):
     if head:
         assert info["git_commit"].startswith(head)
     expected = {
-        "run_id": "mini", "host": socket.gethostname(), "accelbench_version": accelbench.__version__,
-        "git_commit": info["git_commit"], "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda or "", "hip_version": torch.version.hip or "",
-        "container_image": "", "config_hash": info["config_hash"], "backend": "cpu", "device": "cpu",
+        "run_id": "mini",
+        "host": socket.gethostname(),
+        "accelbench_version": accelbench.__version__,
+        "git_commit": info["git_commit"],
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "",
+        "hip_version": torch.version.hip or "",
+        "container_image": "",
+        "config_hash": info["config_hash"],
+        "backend": "cpu",
+        "device": "cpu",
     }
     for name, df in stage_csvs(run).items():
         assert len(df) > 0, name
@@ -182,8 +213,18 @@ def test_devices_json_records_environment_and_versions(run_dir):
     for name in ("snakemake", "numpy", "pandas"):
         assert packages.get(name), name
     info = json.loads((run_dir / "results" / "mini" / "run.json").read_text())
-    for key in ("run_id", "host", "accelbench_version", "git_commit", "config_hash", "torch_version",
-                "cuda_version", "hip_version", "container_image", "python_version"):
+    for key in (
+        "run_id",
+        "host",
+        "accelbench_version",
+        "git_commit",
+        "config_hash",
+        "torch_version",
+        "cuda_version",
+        "hip_version",
+        "container_image",
+        "python_version",
+    ):
         assert key in devices, key
     assert devices["config_hash"] == info["config_hash"] and devices["git_commit"] == info["git_commit"]
     assert devices["run_id"] == "mini" and devices["host"] == socket.gethostname()

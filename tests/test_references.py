@@ -35,19 +35,22 @@ def test_the_figures_the_issue_quotes():
     assert refs.find("NVIDIA H200", "float8_e4m3fn").tflops == 1453.4
 
 
-@pytest.mark.parametrize("name,dtype,expected", [
-    ("NVIDIA H200", "bfloat16", "NVIDIA H200 SXM"),  # the table: H100 SXM row, "H200 is the same"
-    ("NVIDIA H200 NVL", "bfloat16", None),          # a different power envelope: no figure
-    ("NVIDIA H100 PCIe", "bfloat16", None),
-    ("NVIDIA H100 NVL", "bfloat16", None),
-    ("NVIDIA A100-PCIE-40GB", "bfloat16", "NVIDIA A100 PCIe"),
-    ("NVIDIA A100 80GB PCIe", "bfloat16", "NVIDIA A100 PCIe"),
-    ("NVIDIA GH200 480GB", "bfloat16", "NVIDIA GH200 SXM"),
-    ("NVIDIA B200", "float8_e4m3fn", "NVIDIA B200 SXM"),
-    ("AMD Instinct MI300X", "float8_e4m3fn", None),   # the table has no MI300X fp8 figure
-    ("NVIDIA H100 80GB HBM3", "float32", None),
-    ("AMD EPYC 7V13 64-Core Processor", "float32", None),
-])
+@pytest.mark.parametrize(
+    "name,dtype,expected",
+    [
+        ("NVIDIA H200", "bfloat16", "NVIDIA H200 SXM"),  # the table: H100 SXM row, "H200 is the same"
+        ("NVIDIA H200 NVL", "bfloat16", None),  # a different power envelope: no figure
+        ("NVIDIA H100 PCIe", "bfloat16", None),
+        ("NVIDIA H100 NVL", "bfloat16", None),
+        ("NVIDIA A100-PCIE-40GB", "bfloat16", "NVIDIA A100 PCIe"),
+        ("NVIDIA A100 80GB PCIe", "bfloat16", "NVIDIA A100 PCIe"),
+        ("NVIDIA GH200 480GB", "bfloat16", "NVIDIA GH200 SXM"),
+        ("NVIDIA B200", "float8_e4m3fn", "NVIDIA B200 SXM"),
+        ("AMD Instinct MI300X", "float8_e4m3fn", None),  # the table has no MI300X fp8 figure
+        ("NVIDIA H100 80GB HBM3", "float32", None),
+        ("AMD EPYC 7V13 64-Core Processor", "float32", None),
+    ],
+)
 def test_device_names_match_only_their_own_model(name, dtype, expected):
     found = refs.find(name, dtype)
     assert (found.device if found else None) == expected
@@ -65,21 +68,40 @@ def test_an_entry_without_a_source_or_conditions_is_refused():
 
 
 def matmul_rows(device_name, points):
-    return pd.DataFrame([{"run_id": "r", "backend": "cuda", "device": "cuda:0", "device_name": device_name,
-                          "dtype": d, "n": n, "tflops": t, "median_s": 2 * n ** 3 / t / 1e12, "pct_of_peak": 80.0,
-                          "peak_tflops": 989.0, "status": s} for d, n, t, s in points])
+    return pd.DataFrame(
+        [
+            {
+                "run_id": "r",
+                "backend": "cuda",
+                "device": "cuda:0",
+                "device_name": device_name,
+                "dtype": d,
+                "n": n,
+                "tflops": t,
+                "median_s": 2 * n**3 / t / 1e12,
+                "pct_of_peak": 80.0,
+                "peak_tflops": 989.0,
+                "status": s,
+            }
+            for d, n, t, s in points
+        ]
+    )
 
 
 def test_the_sentence_names_the_source_and_what_differs():
-    mm = matmul_rows("NVIDIA H100 80GB HBM3", [("bfloat16", 4096, 700.0, "ok"), ("bfloat16", 8192, 781.0, "ok"),
-                                               ("bfloat16", 16384, 990.0, "invalid")])  # never the untrusted one
+    mm = matmul_rows(
+        "NVIDIA H100 80GB HBM3",
+        [("bfloat16", 4096, 700.0, "ok"), ("bfloat16", 8192, 781.0, "ok"), ("bfloat16", 16384, 990.0, "invalid")],
+    )  # never the untrusted one
     lines = refs.reference_lines(mm, torch_version="2.13.0+cu126", env={})
     assert len(lines) == 1
     line = lines[0]
     assert line["pct"] == pytest.approx(100 * 781 / 794.5) and line["n"] == 8192
-    assert line["text"].startswith("cuda:0 NVIDIA H100 80GB HBM3: 781 TFLOP/s BF16 = 98% of the best published "
-                                   "(mamf-finder NVIDIA H100 SXM, 794.5 TFLOP/s, searched shape 2048x2048x13312; "
-                                   "here square n=8192)")
+    assert line["text"].startswith(
+        "cuda:0 NVIDIA H100 80GB HBM3: 781 TFLOP/s BF16 = 98% of the best published "
+        "(mamf-finder NVIDIA H100 SXM, 794.5 TFLOP/s, searched shape 2048x2048x13312; "
+        "here square n=8192)"
+    )
     assert "torch 2.7.0+cu126 there, 2.13.0+cu126 here" in line["text"]
     assert line["commit"] in line["url"]
 

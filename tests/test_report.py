@@ -15,7 +15,6 @@ from accelbench.reporting.plots import FIGURES
 from fixture_runs import add_absent_backend, write_cpu_run
 
 
-
 class Elements(HTMLParser):
     """Every start tag with its attributes, its text, and the id of the section it is in."""
 
@@ -52,8 +51,11 @@ def raw_table(results, pattern: str, table: str | None = None) -> pd.DataFrame:
     """Every run's files matching ``pattern`` and of ``table`` (default: the table the pattern names, so
     matmul_*.csv is not matmul_soak_*.csv) read straight from the fixture's run folders, not through aggregate."""
     table = table or registry.table_of(pattern.replace("*", "cpu"))
-    paths = [p for p in sorted(results.glob(f"*/{pattern}")) if (p.parent / "run.json").exists()
-             and registry.table_of(p.name) == table]
+    paths = [
+        p
+        for p in sorted(results.glob(f"*/{pattern}"))
+        if (p.parent / "run.json").exists() and registry.table_of(p.name) == table
+    ]
     return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
 
 
@@ -89,8 +91,11 @@ def test_summary_best_tflops_are_the_fixture_numbers(fixtures):
 def test_summary_speedup_is_cpu_time_over_gpu_time(fixtures):
     built = fixtures("two_runs")
     els = parse(built["report"].read_text())
-    cells = {(e["attrs"]["data-dtype"], int(e["attrs"]["data-n"])): e for e in els
-             if e["section"] == "summary" and "data-n" in e["attrs"]}
+    cells = {
+        (e["attrs"]["data-dtype"], int(e["attrs"]["data-n"])): e
+        for e in els
+        if e["section"] == "summary" and "data-n" in e["attrs"]
+    }
     raw = raw_square(built["results"])
     run = raw[(raw["run_id"] == "gpu-node-h100") & raw["status"].isin(["ok", "unstable"])]
     cpu = run[run["backend"] == "cpu"].set_index(["dtype", "n"])["median_s"]
@@ -116,22 +121,40 @@ def test_summary_amp_verdicts(fixtures):
     assert len(rows) == len(amp) == 3 * 4  # 3 devices x 4 workloads (mlp, transformer, gpt, resnet)
     assert len(lines) == 3
     for _, r in amp.iterrows():
-        (row,) = [x for x in rows if (x["attrs"]["data-run"], x["attrs"]["data-device"], x["attrs"]["data-workload"],
-                                       x["attrs"]["data-mode"]) == (r["run_id"], r["device"], r["workload"], r["mode"])]
+        (row,) = [
+            x
+            for x in rows
+            if (x["attrs"]["data-run"], x["attrs"]["data-device"], x["attrs"]["data-workload"], x["attrs"]["data-mode"])
+            == (r["run_id"], r["device"], r["workload"], r["mode"])
+        ]
         assert float(row["attrs"]["data-speedup"]) == pytest.approx(r["speedup"])
         assert S.fmt_num(r["speedup"]) + "×" in row["text"]
         assert row["text"].strip().startswith("✓") == bool(r["faster"])
         assert row["attrs"]["title"].startswith("faster") == bool(r["faster"])
     html = built["report"].read_text()
-    headline = html[html.index('<ul class="headlines">'):html.index("</ul>", html.index('<ul class="headlines">'))]
+    headline = html[html.index('<ul class="headlines">') : html.index("</ul>", html.index('<ul class="headlines">'))]
     assert "cuda:0 H100 80GB HBM3" in headline and "1,310 TFLOP/s" in headline and "accuracy parity" in headline
 
 
 def test_summary_comes_first(fixtures):
     html = fixtures("two_runs")["report"].read_text()
-    order = [html.index(f'<section id="{s}"') for s in ("summary", "environment", "matmul", "shapes", "search",
-                                                          "membw", "roofline", "warmup", "transfer", "amp", "points",
-                                                          "data")]
+    order = [
+        html.index(f'<section id="{s}"')
+        for s in (
+            "summary",
+            "environment",
+            "matmul",
+            "shapes",
+            "search",
+            "membw",
+            "roofline",
+            "warmup",
+            "transfer",
+            "amp",
+            "points",
+            "data",
+        )
+    ]
     assert order == sorted(order)
 
 
@@ -154,10 +177,17 @@ def test_two_runs_compared_side_by_side(fixtures):
     built = fixtures("two_runs")
     html = built["report"].read_text()
     els = parse(html)
-    runs_table = html[html.index('id="runs-table"'):html.index("</table>", html.index('id="runs-table"'))]
+    runs_table = html[html.index('id="runs-table"') : html.index("</table>", html.index('id="runs-table"'))]
     assert "<th>gpu-node-h100</th><th>laptop-cpu</th>" in runs_table
-    for text in ("gpu-node-01", "laptop", "2.13.0+cu126", "2.13.0+cpu", "/shared/images/accelbench-cuda.sif",
-                 "AMD EPYC 7V13 64-Core Processor", "AMD Ryzen 7 5800U with Radeon Graphics"):
+    for text in (
+        "gpu-node-01",
+        "laptop",
+        "2.13.0+cu126",
+        "2.13.0+cpu",
+        "/shared/images/accelbench-cuda.sif",
+        "AMD EPYC 7V13 64-Core Processor",
+        "AMD Ryzen 7 5800U with Radeon Graphics",
+    ):
         assert text in runs_table, text
     assert 'class="differs"' in runs_table
     # each run's exact config, hash and commit
@@ -171,14 +201,19 @@ def test_two_runs_compared_side_by_side(fixtures):
         assert f"point_budget_s: {budget}" in html
     assert "sizes: [256, 512, 1024, 2048, 4096, 8192, 16384]" in html and "sizes: [256, 512, 1024, 2048]" in html
     # one colour per run + device, the plots' colours, in the summary
-    summary = [e for e in els if e["section"] == "summary" and e["tag"] == "span" and "sw" in e["attrs"].get("class", "")]
+    summary = [
+        e for e in els if e["section"] == "summary" and e["tag"] == "span" and "sw" in e["attrs"].get("class", "")
+    ]
     colours = {re.search(r"#[0-9a-f]{6}", e["attrs"]["style"]).group(0) for e in summary}
     import seaborn as sns
 
     assert colours == set(sns.color_palette("colorblind", 3).as_hex())
     groups = [e for e in els if e["section"] == "points" and e["tag"] == "tbody"]
     assert [(g["attrs"]["data-run"], g["attrs"]["data-device"]) for g in groups] == [
-        ("gpu-node-h100", "cpu"), ("gpu-node-h100", "cuda:0"), ("laptop-cpu", "cpu")]
+        ("gpu-node-h100", "cpu"),
+        ("gpu-node-h100", "cuda:0"),
+        ("laptop-cpu", "cpu"),
+    ]
 
 
 def test_every_point_listed_with_flags_explained(fixtures):
@@ -204,7 +239,7 @@ def test_incomplete_data_banner_names_the_file(fixtures):
     html = built["report"].read_text()
     damaged = built["results"] / "gpu-node-h100" / "matmul_cuda.csv"
     start = html.index('id="incomplete"')
-    banner = html[start:html.index("</div>", start)]
+    banner = html[start : html.index("</div>", start)]
     assert start < html.index('<section id="summary"')
     assert "Incomplete data" in banner and str(damaged) in banner and "truncated" in banner
     assert "--allow-incomplete" in banner
@@ -233,34 +268,66 @@ def test_absent_backend_and_missing_figures(tmp_path):
     assert main(["aggregate", "--results", str(results)]) == 0
     (tmp_path / "no-plots").mkdir()
     out = tmp_path / "report.html"
-    assert main(["report", "--aggregate-dir", str(results / "aggregate"), "--plots-dir", str(tmp_path / "no-plots"),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--aggregate-dir",
+                str(results / "aggregate"),
+                "--plots-dir",
+                str(tmp_path / "no-plots"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     html = out.read_text()
     els = parse(html)
     absent = [e for e in els if e["tag"] == "tr" and e["attrs"].get("data-status") == "absent"]
     assert len(absent) == 1 and "no CUDA device visible" in absent[0]["text"]
     assert "cuda (no device)" in html and "nan" not in absent[0]["text"]
-    banner = html[html.index('id="incomplete"'):]
+    banner = html[html.index('id="incomplete"') :]
     assert "matmul_tflops.png" in banner and "figure missing" in banner
     assert len([e for e in els if e["tag"] == "img"]) == 0
 
 
-@pytest.mark.parametrize("faster,parity,speed_word,parity_words,css", [
-    ("yes", "yes", "faster", "accuracy parity", "good"),
-    ("no", "yes", "slower", "accuracy parity", "meh"),
-    ("inconclusive", "yes", "no clear difference", "accuracy parity", "meh"),
-    ("yes", "inconclusive", "faster", "accuracy parity inconclusive", "meh"),
-    ("no", "no", "slower", "accuracy lost", "bad"),
-])
+@pytest.mark.parametrize(
+    "faster,parity,speed_word,parity_words,css",
+    [
+        ("yes", "yes", "faster", "accuracy parity", "good"),
+        ("no", "yes", "slower", "accuracy parity", "meh"),
+        ("inconclusive", "yes", "no clear difference", "accuracy parity", "meh"),
+        ("yes", "inconclusive", "faster", "accuracy parity inconclusive", "meh"),
+        ("no", "no", "slower", "accuracy lost", "bad"),
+    ],
+)
 def test_amp_verdicts_are_three_state(faster, parity, speed_word, parity_words, css):
     """faster / accuracy_parity are yes, no or inconclusive: an interval that straddles the line must
     never be shown as a loss (or a gain)."""
     from accelbench.stages.amp.summary import summary_amp
 
-    row = {"run_id": "r", "host": "h", "backend": "cpu", "device": "cpu", "device_name": "CPU X",
-           "workload": "mlp", "mode": "amp_bf16", "baseline": "fp32", "trials": 3, "speedup": 0.9,
-           "speedup_ci95_low": 0.5, "speedup_ci95_high": 1.5, "acc_diff": 0.0, "acc_diff_ci95_low": -0.01,
-           "acc_diff_ci95_high": 0.01, "faster": faster, "accuracy_parity": parity, "verdict": "v", "status": "ok"}
+    row = {
+        "run_id": "r",
+        "host": "h",
+        "backend": "cpu",
+        "device": "cpu",
+        "device_name": "CPU X",
+        "workload": "mlp",
+        "mode": "amp_bf16",
+        "baseline": "fp32",
+        "trials": 3,
+        "speedup": 0.9,
+        "speedup_ci95_low": 0.5,
+        "speedup_ci95_high": 1.5,
+        "acc_diff": 0.0,
+        "acc_diff_ci95_low": -0.01,
+        "acc_diff_ci95_high": 0.01,
+        "faster": faster,
+        "accuracy_parity": parity,
+        "verdict": "v",
+        "status": "ok",
+    }
     tables = {"amp_summary": pd.DataFrame([row])}
     out = summary_amp(tables, S.series(tables))
     assert len(out) == 1
@@ -288,8 +355,11 @@ def test_history_section_shows_each_headline_trend_and_its_change_point(fixtures
     assert sorted(runs["run_id"]) == [f"night-{i:03d}" for i in range(7, 12)]
     # one run per series: the section still renders, with no change point and no slower verdict
     two = parse(fixtures("two_runs")["report"].read_text())
-    verdicts = [e["attrs"].get("data-verdict") for e in two if e.get("section") == "history" and e["tag"] == "tr"
-                and e["attrs"].get("data-verdict")]
+    verdicts = [
+        e["attrs"].get("data-verdict")
+        for e in two
+        if e.get("section") == "history" and e["tag"] == "tr" and e["attrs"].get("data-verdict")
+    ]
     assert verdicts and set(verdicts) == {"same"}
 
 
@@ -310,7 +380,7 @@ def test_within_run_intervals_say_what_they_cover(fixtures):
     shown = []  # the points table's CI cells (its sixth column) that hold an interval
     for i, e in enumerate(els):
         if e["tag"] == "tr" and "data-status" in e["attrs"]:
-            tds = [x["text"] for x in els[i + 1:i + 16] if x["tag"] == "td"]
+            tds = [x["text"] for x in els[i + 1 : i + 16] if x["tag"] == "td"]
             shown += [tds[5]] if tds[5] else []
     marked = [c for c in shown if c.endswith(" descr.")]
     measured = raw[raw["ci95_low_s"].notna()]

@@ -55,7 +55,8 @@ TIMING = re.compile(
     r"|device_warmup_status"
     # what the device's sensors read while it ran (measure.telemetry): the machine's state, not the config's
     r"|clock_mhz.*|power_w.*|temp_c.*|util_pct.*|energy_j|gflop_per_j|samples_per_j|telemetry_samples|throttled"
-    r"|throttle_reasons|clock_ramp)$")
+    r"|throttle_reasons|clock_ramp)$"
+)
 # columns that carry ok-vs-unstable (noise) and its explanation
 NOISE = {"status", "flags", "status_detail"}
 MEASURED = {"ok", "unstable"}
@@ -76,18 +77,24 @@ def two_runs(tmp_path_factory):
 
 # ---- config_hash ----------------------------------------------------------------------------------
 
+
 def test_config_hash_is_sha256_of_canonical_json():
     import hashlib
 
-    assert cfg.config_hash({"b": [1, 2], "a": {"y": 1.5, "x": "s"}}) == hashlib.sha256(
-        b'{"a":{"x":"s","y":1.5},"b":[1,2]}').hexdigest()[:16]
+    assert (
+        cfg.config_hash({"b": [1, 2], "a": {"y": 1.5, "x": "s"}})
+        == hashlib.sha256(b'{"a":{"x":"s","y":1.5},"b":[1,2]}').hexdigest()[:16]
+    )
 
 
 def test_config_hash_ignores_key_order_and_spelled_out_defaults():
     a = cfg.with_defaults({"seed": 1, "matmul": {"sizes": [64, 128]}})
-    b = cfg.with_defaults({"matmul": {"sizes": [64, 128], "dtypes": cfg.with_defaults({})["matmul"]["dtypes"]},
-                           "seed": 1})
-    reordered = {k: (dict(reversed(list(v.items()))) if isinstance(v, dict) else v) for k, v in reversed(list(a.items()))}
+    b = cfg.with_defaults(
+        {"matmul": {"sizes": [64, 128], "dtypes": cfg.with_defaults({})["matmul"]["dtypes"]}, "seed": 1}
+    )
+    reordered = {
+        k: (dict(reversed(list(v.items()))) if isinstance(v, dict) else v) for k, v in reversed(list(a.items()))
+    }
     assert list(reordered) != list(a)
     assert cfg.config_hash(a) == cfg.config_hash(b) == cfg.config_hash(reordered)
     # the default config file and an empty config are the same run
@@ -97,11 +104,19 @@ def test_config_hash_ignores_key_order_and_spelled_out_defaults():
 def test_config_hash_is_stable_across_processes():
     """No dependence on PYTHONHASHSEED, dict order or the process: the same hash in a fresh interpreter."""
     config = cfg.with_defaults(MINI)
-    code = ("import json,sys; from accelbench.run.config import config_hash; "
-            "print(config_hash(json.loads(sys.stdin.read())))")
+    code = (
+        "import json,sys; from accelbench.run.config import config_hash; "
+        "print(config_hash(json.loads(sys.stdin.read())))"
+    )
     for seed in ("0", "12345"):
-        out = subprocess.run([sys.executable, "-c", code], input=json.dumps(config), capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONHASHSEED=seed), check=True).stdout.strip()
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps(config),
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED=seed),
+            check=True,
+        ).stdout.strip()
         assert out == cfg.config_hash(config)
 
 
@@ -153,8 +168,24 @@ def test_config_hash_changes_with_any_value():
 def test_run_info_hash_same_for_same_config_and_differs_otherwise(tmp_path):
     def run_info(config, name):
         out = tmp_path / f"{name}.json"
-        subprocess.run([sys.executable, "-m", "accelbench.cli", "run-info", "--config-json", json.dumps(config),
-                        "--run", "r", "--git-commit", "c", "--out", str(out)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "accelbench.cli",
+                "run-info",
+                "--config-json",
+                json.dumps(config),
+                "--run",
+                "r",
+                "--git-commit",
+                "c",
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+        )
         return json.loads(out.read_text())
 
     a, b = run_info(MINI, "a"), run_info(json.loads(json.dumps(MINI)), "b")
@@ -165,14 +196,16 @@ def test_run_info_hash_same_for_same_config_and_differs_otherwise(tmp_path):
 
 # ---- two real runs of the same config -------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_rerun_same_files_columns_and_hash(two_runs):
     first, second = (w / "results" / "mini" for w in two_runs)
     files = lambda d: sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() and "logs" not in p.parts)
     assert files(first) == files(second)
     info1, info2 = (json.loads((d / "run.json").read_text()) for d in (first, second))
-    assert info1["git_commit"] == info2["git_commit"], \
+    assert info1["git_commit"] == info2["git_commit"], (
         f"the checkout changed between the two runs ({info1['git_commit']} vs {info2['git_commit']}): not the same code"
+    )
     assert info1 == info2  # config, hash, commit, version: all the same
     assert info1["config_hash"] == cfg.config_hash(cfg.with_defaults(MINI))
     for name in STAGE_KINDS:
@@ -182,8 +215,9 @@ def test_rerun_same_files_columns_and_hash(two_runs):
     dev1, dev2 = (json.loads((d / "devices.json").read_text()) for d in (first, second))
     strip = lambda d: {k: v for k, v in d.items() if k not in ("timestamp_utc", "cpu", "backends")}
     assert strip(dev1) == strip(dev2)
-    assert {b: e.get("present") for b, e in dev1["backends"].items()} == \
-        {b: e.get("present") for b, e in dev2["backends"].items()}
+    assert {b: e.get("present") for b, e in dev1["backends"].items()} == {
+        b: e.get("present") for b, e in dev2["backends"].items()
+    }
 
 
 @pytest.mark.slow
@@ -208,5 +242,6 @@ def test_rerun_same_rows_and_values(two_runs, name):
     for col in cols:
         x, y = a[col].astype(str), b[col].astype(str)
         diff = x != y
-        assert not diff.any(), f"{name}: column {col!r} differs between reruns:\n" \
-                               f"{pd.concat([x[diff], y[diff]], axis=1).head()}"
+        assert not diff.any(), (
+            f"{name}: column {col!r} differs between reruns:\n{pd.concat([x[diff], y[diff]], axis=1).head()}"
+        )

@@ -21,8 +21,8 @@ from accelbench.stages.membw.roofline import device_roofs as membw_roofs
 
 def test_bytes_and_intensity_of_one_product():
     # 4096^3 in bf16: 2*4096^3 flops over 3 matrices of 4096^2 x 2 bytes = 4096/3 FLOP/byte
-    assert R.gemm_bytes(4096, 4096, 4096, "bfloat16") == 3 * 4096 ** 2 * 2
-    assert R.intensity(2 * 4096 ** 3, R.gemm_bytes(4096, 4096, 4096, "bfloat16")) == pytest.approx(4096 / 3)
+    assert R.gemm_bytes(4096, 4096, 4096, "bfloat16") == 3 * 4096**2 * 2
+    assert R.intensity(2 * 4096**3, R.gemm_bytes(4096, 4096, 4096, "bfloat16")) == pytest.approx(4096 / 3)
     # fp8 operands, bf16 result; float32 4 bytes each; a skinny product has low intensity
     assert R.gemm_bytes(16, 32, 64, "float8_e4m3fn") == (16 * 64 + 64 * 32) * 1 + 16 * 32 * 2
     assert R.intensity(2 * 8 * 8192 * 8192, R.gemm_bytes(8, 8192, 8192, "float32")) < 4
@@ -37,21 +37,25 @@ def test_attainable_and_ridge():
     assert math.isnan(R.ridge(math.nan, 989.4))
 
 
-@pytest.mark.parametrize("time_s,intensity,bw,peak,launch,launches,verdict", [
-    (15e-6, 1365.0, 3350.0, 989.4, 10e-6, 1, "launch_bound"),    # within 2x of a 10 us floor
-    (25e-6, 1365.0, 3350.0, 989.4, 10e-6, 1, "compute_bound"),   # beyond 2x, right of the ridge
-    (1e-3, 50.0, 3350.0, 989.4, 10e-6, 1, "memory_bound"),       # left of the ridge (295)
-    (1e-3, 400.0, 3350.0, 989.4, 10e-6, 1, "compute_bound"),
-    (1e-3, 400.0, 3350.0, 989.4, 10e-6, 60, "launch_bound"),     # 60 kernels x 10 us x 2 > 1 ms
-    (1e-3, 400.0, math.nan, 989.4, math.nan, 1, "unknown"),      # no bandwidth measured
-    (1e-3, 5.0, 20.0, 0.15, 2e-6, 1, "memory_bound"),            # a CPU: ridge 150 GFLOP/s / 20 GB/s = 7.5
-    (1e-3, 10.0, 20.0, 0.15, 2e-6, 1, "compute_bound"),
-])
+@pytest.mark.parametrize(
+    "time_s,intensity,bw,peak,launch,launches,verdict",
+    [
+        (15e-6, 1365.0, 3350.0, 989.4, 10e-6, 1, "launch_bound"),  # within 2x of a 10 us floor
+        (25e-6, 1365.0, 3350.0, 989.4, 10e-6, 1, "compute_bound"),  # beyond 2x, right of the ridge
+        (1e-3, 50.0, 3350.0, 989.4, 10e-6, 1, "memory_bound"),  # left of the ridge (295)
+        (1e-3, 400.0, 3350.0, 989.4, 10e-6, 1, "compute_bound"),
+        (1e-3, 400.0, 3350.0, 989.4, 10e-6, 60, "launch_bound"),  # 60 kernels x 10 us x 2 > 1 ms
+        (1e-3, 400.0, math.nan, 989.4, math.nan, 1, "unknown"),  # no bandwidth measured
+        (1e-3, 5.0, 20.0, 0.15, 2e-6, 1, "memory_bound"),  # a CPU: ridge 150 GFLOP/s / 20 GB/s = 7.5
+        (1e-3, 10.0, 20.0, 0.15, 2e-6, 1, "compute_bound"),
+    ],
+)
 def test_classify(time_s, intensity, bw, peak, launch, launches, verdict):
     assert R.classify(time_s, intensity, bw, peak, launch, launches) == verdict
 
 
 # ---- AMP workloads: the GEMM estimate against PyTorch's flop counter ---------------------------------------
+
 
 @pytest.mark.parametrize("workload,build", [("mlp", build_mlp), ("transformer", build_transformer)])
 def test_step_gemms_count_the_flops_pytorch_counts(workload, build):
@@ -62,8 +66,11 @@ def test_step_gemms_count_the_flops_pytorch_counts(workload, build):
     model = build(amp, torch)
     model.train()
     d = amp["data"]
-    x = (torch.randn(amp["batch_size"], d["n_features"]) if workload == "mlp" else
-         torch.randn(amp["batch_size"], amp["transformer"]["seq_len"], d["n_features"]))
+    x = (
+        torch.randn(amp["batch_size"], d["n_features"])
+        if workload == "mlp"
+        else torch.randn(amp["batch_size"], amp["transformer"]["seq_len"], d["n_features"])
+    )
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(x).sum().backward()
     flops, nbytes, launches = AR.step_flops_bytes(workload, amp, "float32")
@@ -81,31 +88,107 @@ def test_first_layer_has_no_input_gradient():
 
 # ---- points from tables ----------------------------------------------------------------------------------
 
+
 def tables():
     """One GPU-like device: a 10 us launch floor, 3000 GB/s measured past a 50 MiB cache, bf16 peak 1000."""
     base = {"run_id": "r", "backend": "cuda", "device": "cuda:0", "device_name": "G"}
     mm = []
     for n, median_s in ((256, 12e-6), (8192, 1.3e-3)):
-        mm.append({**base, "dtype": "bfloat16", "shape_name": None, "m": n, "n": n, "k": n, "median_s": median_s,
-                   "tflops": 2 * n ** 3 / median_s / 1e12, "peak_tflops": 1000.0, "status": "ok"})
-    mm.append({**base, "dtype": "bfloat16", "shape_name": "decode", "m": 8, "n": 8192, "k": 8192, "median_s": 50e-6,
-               "tflops": 2 * 8 * 8192 ** 2 / 50e-6 / 1e12, "peak_tflops": 1000.0, "status": "ok"})
-    mm.append({**base, "dtype": "bfloat16", "shape_name": None, "m": 4096, "n": 4096, "k": 4096, "median_s": 1e-4,
-               "tflops": 1374.0, "peak_tflops": 1000.0, "status": "invalid"})  # never placed
-    bw = [{**base, "kernel": "launch", "size_bytes": 4, "median_s": 10e-6, "gbps": math.nan, "peak_gbps": 3350.0,
-           "cache_bytes": 50 * 2 ** 20, "status": "ok"}]
-    for size, gbps in ((2 ** 20, 6000.0), (200 * 2 ** 20, 3000.0)):
+        mm.append(
+            {
+                **base,
+                "dtype": "bfloat16",
+                "shape_name": None,
+                "m": n,
+                "n": n,
+                "k": n,
+                "median_s": median_s,
+                "tflops": 2 * n**3 / median_s / 1e12,
+                "peak_tflops": 1000.0,
+                "status": "ok",
+            }
+        )
+    mm.append(
+        {
+            **base,
+            "dtype": "bfloat16",
+            "shape_name": "decode",
+            "m": 8,
+            "n": 8192,
+            "k": 8192,
+            "median_s": 50e-6,
+            "tflops": 2 * 8 * 8192**2 / 50e-6 / 1e12,
+            "peak_tflops": 1000.0,
+            "status": "ok",
+        }
+    )
+    mm.append(
+        {
+            **base,
+            "dtype": "bfloat16",
+            "shape_name": None,
+            "m": 4096,
+            "n": 4096,
+            "k": 4096,
+            "median_s": 1e-4,
+            "tflops": 1374.0,
+            "peak_tflops": 1000.0,
+            "status": "invalid",
+        }
+    )  # never placed
+    bw = [
+        {
+            **base,
+            "kernel": "launch",
+            "size_bytes": 4,
+            "median_s": 10e-6,
+            "gbps": math.nan,
+            "peak_gbps": 3350.0,
+            "cache_bytes": 50 * 2**20,
+            "status": "ok",
+        }
+    ]
+    for size, gbps in ((2**20, 6000.0), (200 * 2**20, 3000.0)):
         for kernel in ("copy", "triad"):
-            bw.append({**base, "kernel": kernel, "size_bytes": size, "median_s": 1e-3, "gbps": gbps * (0.9 if kernel == "copy" else 1),
-                       "peak_gbps": 3350.0, "cache_bytes": 50 * 2 ** 20, "status": "ok"})
-    search = [{**base, "dtype": "bfloat16", "m": 2048, "n": 2048, "k": 13312, "median_s": 2 * 2048 ** 2 * 13312 / 800e12,
-               "tflops": 800.0, "peak_tflops": 1000.0, "status": "ok", "best": True}]
+            bw.append(
+                {
+                    **base,
+                    "kernel": kernel,
+                    "size_bytes": size,
+                    "median_s": 1e-3,
+                    "gbps": gbps * (0.9 if kernel == "copy" else 1),
+                    "peak_gbps": 3350.0,
+                    "cache_bytes": 50 * 2**20,
+                    "status": "ok",
+                }
+            )
+    search = [
+        {
+            **base,
+            "dtype": "bfloat16",
+            "m": 2048,
+            "n": 2048,
+            "k": 13312,
+            "median_s": 2 * 2048**2 * 13312 / 800e12,
+            "tflops": 800.0,
+            "peak_tflops": 1000.0,
+            "status": "ok",
+            "best": True,
+        }
+    ]
     amp_cfg = with_defaults({})["amp"]
-    trials = [{**base, "workload": "mlp", "mode": "amp_bf16", "seed": s, "step_median_s": 1e-3, "status": "ok"}
-              for s in (0, 1)]
+    trials = [
+        {**base, "workload": "mlp", "mode": "amp_bf16", "seed": s, "step_median_s": 1e-3, "status": "ok"}
+        for s in (0, 1)
+    ]
     runs = [{"run_id": "r", "config_json": json.dumps({"amp": amp_cfg})}]
-    return {"matmul": pd.DataFrame(mm), "membw": pd.DataFrame(bw), "matmul_search": pd.DataFrame(search),
-            "amp_trials": pd.DataFrame(trials), "runs": pd.DataFrame(runs)}
+    return {
+        "matmul": pd.DataFrame(mm),
+        "membw": pd.DataFrame(bw),
+        "matmul_search": pd.DataFrame(search),
+        "amp_trials": pd.DataFrame(trials),
+        "runs": pd.DataFrame(runs),
+    }
 
 
 def test_device_roofs_take_triad_at_the_largest_size_and_the_launch_floor():
@@ -146,7 +229,7 @@ def test_without_a_peak_the_best_measured_point_is_the_compute_roof():
     t["matmul"]["peak_tflops"] = math.nan
     t["matmul_search"]["peak_tflops"] = math.nan
     pts = R.roofline_points(t)
-    best = 2 * 8192 ** 3 / 1.3e-3 / 1e12  # the fastest trustworthy point (not the invalid one)
+    best = 2 * 8192**3 / 1.3e-3 / 1e12  # the fastest trustworthy point (not the invalid one)
     assert pts[pts["dtype"] == "bfloat16"]["compute_roof_tflops"].tolist() == pytest.approx([best] * 5)
     assert pts["roof_source"].str.startswith("best measured").all()
 
@@ -159,13 +242,32 @@ def test_attention_calls_are_placed_by_their_flops_over_their_least_traffic():
     """The attention table's declaration places its trustworthy rows: intensity = flops / min_bytes, the compute
     roof of the row's dtype, the verdict from the same ridge; a refused point (unsupported) is left out."""
     t = tables()
-    base = {"run_id": "r", "backend": "cuda", "device": "cuda:0", "device_name": "G", "kernel": "flash",
-            "dtype": "bfloat16", "mode": "forward", "seq_len_q": 4096, "head_dim": 128, "causal": False}
+    base = {
+        "run_id": "r",
+        "backend": "cuda",
+        "device": "cuda:0",
+        "device_name": "G",
+        "kernel": "flash",
+        "dtype": "bfloat16",
+        "mode": "forward",
+        "seq_len_q": 4096,
+        "head_dim": 128,
+        "causal": False,
+    }
     flops, nbytes = 4 * 2 * 16 * 4096 * 4096 * 128, 4 * 2 * 16 * 4096 * 128 * 2  # b=2, h=16: q, k, v, o
-    t["attention"] = pd.DataFrame([
-        {**base, "flops": flops, "min_bytes": nbytes, "median_s": flops / 500e12, "status": "ok"},
-        {**base, "kernel": "cudnn", "flops": flops, "min_bytes": nbytes, "median_s": math.nan,
-         "status": "unsupported"}])
+    t["attention"] = pd.DataFrame(
+        [
+            {**base, "flops": flops, "min_bytes": nbytes, "median_s": flops / 500e12, "status": "ok"},
+            {
+                **base,
+                "kernel": "cudnn",
+                "flops": flops,
+                "min_bytes": nbytes,
+                "median_s": math.nan,
+                "status": "unsupported",
+            },
+        ]
+    )
     pts = R.roofline_points(t)
     att = pts[pts["kind"] == "attention"]
     assert len(att) == 1

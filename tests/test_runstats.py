@@ -26,7 +26,7 @@ SLOWDOWN = 0.10  # time ratio 1.10
 
 def simulate_runs(rng, reps: int, runs: int, effect: float = 0.0) -> np.ndarray:
     """Log block times, shape (reps, runs, BLOCKS): a run effect plus a stationary AR(1) series of blocks."""
-    innovation = BLOCK_SD * math.sqrt(1 - PHI ** 2)
+    innovation = BLOCK_SD * math.sqrt(1 - PHI**2)
     e = np.empty((reps, runs, BLOCKS))
     e[..., 0] = rng.normal(0, BLOCK_SD, (reps, runs))
     for k in range(1, BLOCKS):

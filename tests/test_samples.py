@@ -30,21 +30,35 @@ def run_info_file(tmp_path, cfg: dict) -> str:
 
 @pytest.fixture
 def small_llc(monkeypatch):
-    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024 ** 2)
+    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024**2)
 
 
 # ---- identity ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("a,b", [(512, "512"), (512, 512.0), (True, "True"), (False, "false"), ("float32", "float32"),
-                                 (np.int64(7), "7"), (None, float("nan")), (16_000_000, "16000000.0")])
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        (512, "512"),
+        (512, 512.0),
+        (True, "True"),
+        (False, "false"),
+        ("float32", "float32"),
+        (np.int64(7), "7"),
+        (None, float("nan")),
+        (16_000_000, "16000000.0"),
+    ],
+)
 def test_canonical_spelling_is_the_same_from_python_and_from_a_csv(a, b):
     assert S.canonical(a) == S.canonical(b)
 
 
 def test_point_key_survives_a_csv_round_trip(tmp_path):
-    rows = [{"device": "cpu", "device_name": "X", "dtype": "float32", "n": 512, "allow_tf32": False},
-            {"device": "cpu", "device_name": "X", "dtype": "tf32", "n": 1024, "allow_tf32": True},
-            {"device": "", "device_name": "", "dtype": "", "n": None, "allow_tf32": None}]  # an absent row
+    rows = [
+        {"device": "cpu", "device_name": "X", "dtype": "float32", "n": 512, "allow_tf32": False},
+        {"device": "cpu", "device_name": "X", "dtype": "tf32", "n": 1024, "allow_tf32": True},
+        {"device": "", "device_name": "", "dtype": "", "n": None, "allow_tf32": None},
+    ]  # an absent row
     pd.DataFrame(rows).to_csv(tmp_path / "m.csv", index=False)
     back = pd.read_csv(tmp_path / "m.csv").to_dict("records")
     assert [S.point_key("matmul", r) for r in rows[:2]] == [S.point_key("matmul", r) for r in back[:2]]
@@ -59,11 +73,21 @@ def test_identity_comes_from_the_registry_so_a_new_dimension_is_one_entry(monkey
 
 # ---- building the table -------------------------------------------------------------------------------
 
+
 def test_block_rows_give_one_sample_per_block_and_calls_per_block():
     stats = summarize([1e-3, 1.1e-3, 0.9e-3, 1e-3, 1.05e-3, 0.95e-3], calls_per_block=5)
-    row = {"run_id": "r", "method_version": 1, "backend": "cpu", "device": "cpu", "dtype": "float32", "n": 64,
-           "allow_tf32": False, "blocks": stats.blocks, "repeats": stats.repeats,
-           S.SAMPLES_KEY: list(stats.samples_s)}
+    row = {
+        "run_id": "r",
+        "method_version": 1,
+        "backend": "cpu",
+        "device": "cpu",
+        "dtype": "float32",
+        "n": 64,
+        "allow_tf32": False,
+        "blocks": stats.blocks,
+        "repeats": stats.repeats,
+        S.SAMPLES_KEY: list(stats.samples_s),
+    }
     skipped = {**row, S.SAMPLES_KEY: None, "blocks": 0, "n": 128}
     df = S.from_block_rows("matmul", [row, skipped])
     assert list(df.columns) == list(registry.SAMPLE_COLUMNS)
@@ -74,8 +98,10 @@ def test_block_rows_give_one_sample_per_block_and_calls_per_block():
 
 
 def test_warmup_calls_are_steady_from_the_stable_call_or_the_last_window():
-    stable = [{"device": "cpu", "n": 64, "iter": i, "iter_s": 1e-3 * (5 if i == 0 else 1), "stable_at_iter": 3}
-              for i in range(8)]
+    stable = [
+        {"device": "cpu", "n": 64, "iter": i, "iter_s": 1e-3 * (5 if i == 0 else 1), "stable_at_iter": 3}
+        for i in range(8)
+    ]
     never = [{"device": "cpu:1", "n": 64, "iter": i, "iter_s": 1e-3, "stable_at_iter": -1} for i in range(8)]
     rows = stable + never
     df = S.from_series_rows("warmup", rows, index="iter", value="iter_s", steady=S.warmup_steady(rows, 3))
@@ -84,8 +110,20 @@ def test_warmup_calls_are_steady_from_the_stable_call_or_the_last_window():
 
 
 def test_amp_steps_become_samples_per_trial_with_warmup_steps_not_steady():
-    steps = [{"device": "cpu", "device_name": "X", "workload": "mlp", "mode": m, "seed": 0, "step": s,
-              "step_s": 0.01, "warmup": s < 2} for m in ("fp32", "amp_bf16") for s in range(5)]
+    steps = [
+        {
+            "device": "cpu",
+            "device_name": "X",
+            "workload": "mlp",
+            "mode": m,
+            "seed": 0,
+            "step": s,
+            "step_s": 0.01,
+            "warmup": s < 2,
+        }
+        for m in ("fp32", "amp_bf16")
+        for s in range(5)
+    ]
     df = S.from_series_rows("amp_trials", steps, index="step", value="step_s", steady=lambda r: not r["warmup"])
     assert set(df["point"]) == {"workload=mlp|mode=fp32|seed=0", "workload=mlp|mode=amp_bf16|seed=0"}
     assert df.groupby("point")["steady"].sum().tolist() == [3, 3]
@@ -95,14 +133,23 @@ def test_check_names_what_is_wrong():
     df = S.empty()
     assert S.check(df) is None
     assert "missing column" in S.check(df.drop(columns=["sample_s"]))
-    bad = pd.concat([df, pd.DataFrame([{**{c: "x" for c in df.columns}, "sample_s": -1.0}])], ignore_index=True)
+    bad = pd.concat([df, pd.DataFrame([{**dict.fromkeys(df.columns, "x"), "sample_s": -1.0}])], ignore_index=True)
     assert "not positive" in S.check(bad)
 
 
 def test_parquet_round_trip_and_a_truncated_file_is_an_error(tmp_path):
     stats = summarize([1e-3] * 6, calls_per_block=2)
-    row = {"run_id": "r", "backend": "cpu", "device": "cpu", "dtype": "float32", "n": 64, "allow_tf32": False,
-           "blocks": 6, "repeats": 12, S.SAMPLES_KEY: list(stats.samples_s)}
+    row = {
+        "run_id": "r",
+        "backend": "cpu",
+        "device": "cpu",
+        "dtype": "float32",
+        "n": 64,
+        "allow_tf32": False,
+        "blocks": 6,
+        "repeats": 12,
+        S.SAMPLES_KEY: list(stats.samples_s),
+    }
     df = S.from_block_rows("matmul", [row])
     path = tmp_path / "s.parquet"
     atomic_write_parquet(path, df)
@@ -115,24 +162,43 @@ def test_parquet_round_trip_and_a_truncated_file_is_an_error(tmp_path):
 
 # ---- the matmul sweep keeps them, across a resume ---------------------------------------------------------
 
+
 def test_measure_point_keeps_its_blocks_but_not_as_a_csv_column():
     row = measure_point(FakeKernels(), dtype="float32", n=64, settings=settings(), peak=(1e6, "x"))
     assert row["status"] == "ok" and len(row[S.SAMPLES_KEY]) == row["blocks"] == 10
     assert S.SAMPLES_KEY not in registry.TABLES["matmul"].all_columns
-    failed = measure_point(FakeKernels(unsupported={"float16": "no"}), dtype="float16", n=64, settings=settings(),
-                           peak=(None, "x"))
+    failed = measure_point(
+        FakeKernels(unsupported={"float16": "no"}), dtype="float16", n=64, settings=settings(), peak=(None, "x")
+    )
     assert S.SAMPLES_KEY not in failed
 
 
 def test_resumed_points_keep_their_samples(tmp_path):
     path = tmp_path / "ck.jsonl"
-    kwargs = dict(kernels_for=lambda d: FakeKernels(), device_row=lambda d: {"device": d, "config_hash": "h"},
-                  peak_for=lambda d, dt: (1e6, "x"), config_hash="h", log=lambda s: None)
-    first = sweep(["cpu"], ["float32"], [64, 128], settings(point_budget_s=100.0),
-                  checkpoint=Checkpoint(path, ("device", "dtype", "n")), **kwargs)
+    kwargs = dict(
+        kernels_for=lambda d: FakeKernels(),
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        config_hash="h",
+        log=lambda s: None,
+    )
+    first = sweep(
+        ["cpu"],
+        ["float32"],
+        [64, 128],
+        settings(point_budget_s=100.0),
+        checkpoint=Checkpoint(path, ("device", "dtype", "n")),
+        **kwargs,
+    )
     untouched = FakeKernels()
-    again = sweep(["cpu"], ["float32"], [64, 128], settings(point_budget_s=100.0),
-                  checkpoint=Checkpoint(path, ("device", "dtype", "n")), **{**kwargs, "kernels_for": lambda d: untouched})
+    again = sweep(
+        ["cpu"],
+        ["float32"],
+        [64, 128],
+        settings(point_budget_s=100.0),
+        checkpoint=Checkpoint(path, ("device", "dtype", "n")),
+        **{**kwargs, "kernels_for": lambda d: untouched},
+    )
     assert untouched.log == []  # nothing measured again
     pd.testing.assert_frame_equal(S.from_block_rows("matmul", first), S.from_block_rows("matmul", again))
     assert len(S.from_block_rows("matmul", again)) == 20
@@ -140,12 +206,22 @@ def test_resumed_points_keep_their_samples(tmp_path):
 
 # ---- the stages write them ---------------------------------------------------------------------------------
 
+
 def test_matmul_stage_writes_one_sample_per_block_matching_each_row(tmp_path, small_llc):
     from accelbench.cli import main
 
-    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-           "matmul": {"sizes": [32, 64], "dtypes": ["float32"], "min_run_time_s": 0.01, "fp8": False, "tf32": False,
-                      "unstable_iqr_ratio": 10.0}}
+    cfg = {
+        "run": "t",
+        "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+        "matmul": {
+            "sizes": [32, 64],
+            "dtypes": ["float32"],
+            "min_run_time_s": 0.01,
+            "fp8": False,
+            "tf32": False,
+            "unstable_iqr_ratio": 10.0,
+        },
+    }
     run = run_info_file(tmp_path, cfg)
     assert main(["matmul", "--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)]) == 0
     rows = pd.read_csv(tmp_path / "matmul_cpu.csv")
@@ -178,8 +254,11 @@ def test_transfer_stage_writes_its_blocks(tmp_path, monkeypatch):
     from accelbench.cli import main
 
     monkeypatch.setitem(backends.CLASSES, "cuda", HostAsAccelerator)
-    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-           "transfer": {"sizes_mb": [0.01], "min_run_time_s": 0.002, "unstable_iqr_ratio": 10.0}}
+    cfg = {
+        "run": "t",
+        "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+        "transfer": {"sizes_mb": [0.01], "min_run_time_s": 0.002, "unstable_iqr_ratio": 10.0},
+    }
     run = run_info_file(tmp_path, cfg)
     assert main(["transfer", "--run-file", run, "--backend", "cuda", "--threads", "1", "--out-dir", str(tmp_path)]) == 0
     rows = pd.read_csv(tmp_path / "transfer_cuda.csv")
@@ -192,10 +271,19 @@ def test_transfer_stage_writes_its_blocks(tmp_path, monkeypatch):
 def test_amp_stage_writes_every_step(tmp_path):
     from accelbench.cli import main
 
-    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-           "amp": {"workloads": ["mlp"], "seeds": [0], "steps": 6, "warmup_steps": 2, "batch_size": 16,
-                   "data": {"n_train": 64, "n_test": 32, "n_features": 8, "n_classes": 2},
-                   "mlp": {"hidden": 8, "layers": 1}}}
+    cfg = {
+        "run": "t",
+        "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+        "amp": {
+            "workloads": ["mlp"],
+            "seeds": [0],
+            "steps": 6,
+            "warmup_steps": 2,
+            "batch_size": 16,
+            "data": {"n_train": 64, "n_test": 32, "n_features": 8, "n_classes": 2},
+            "mlp": {"hidden": 8, "layers": 1},
+        },
+    }
     run = run_info_file(tmp_path, cfg)
     assert main(["amp", "--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)]) == 0
     steps = pd.read_csv(tmp_path / "amp_cpu_steps.csv")
@@ -232,8 +320,15 @@ def test_every_device_stage_declares_its_sample_file():
         else:
             assert outputs == tables
     cpu = registry.sample_files(["cpu"])  # in stage order; transfer: accelerators only
-    assert cpu == [registry.SAMPLES[s.name].filename("cpu") for s in registry.DEVICE_STAGES
-                   if s.name in registry.SAMPLES and s.applies_to("cpu")]
-    assert {"warmup_cpu_samples.parquet", "matmul_cpu_samples.parquet", "membw_cpu_samples.parquet",
-            "amp_cpu_samples.parquet"} <= set(cpu) and "transfer_cpu_samples.parquet" not in cpu
+    assert cpu == [
+        registry.SAMPLES[s.name].filename("cpu")
+        for s in registry.DEVICE_STAGES
+        if s.name in registry.SAMPLES and s.applies_to("cpu")
+    ]
+    assert {
+        "warmup_cpu_samples.parquet",
+        "matmul_cpu_samples.parquet",
+        "membw_cpu_samples.parquet",
+        "amp_cpu_samples.parquet",
+    } <= set(cpu) and "transfer_cpu_samples.parquet" not in cpu
     assert "transfer_cuda_samples.parquet" in registry.sample_files(["cuda"])

@@ -37,10 +37,12 @@ from accelbench.backends import CpuBackend, CudaBackend
 from accelbench.run import launch
 from accelbench.run.config import ConfigError, check, config_hash, with_defaults
 from accelbench.stages.amp import measure as amp
-from accelbench.stages.scaling import collectives as coll, peer_copy, rank as scaling_rank
-from accelbench.stages.scaling import measure as scaling
-from accelbench.stages.scaling import stats as ss
 from accelbench.stages.common import start
+from accelbench.stages.scaling import collectives as coll
+from accelbench.stages.scaling import measure as scaling
+from accelbench.stages.scaling import peer_copy
+from accelbench.stages.scaling import rank as scaling_rank
+from accelbench.stages.scaling import stats as ss
 from tiny_config import TINY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,6 +50,7 @@ BIN = Path(sys.executable).parent
 
 
 # ---- nccl-tests' formulas ---------------------------------------------------------------------------------
+
 
 def test_busbw_factors_are_nccl_tests():
     """doc/PERFORMANCE.md: all_reduce 2(n-1)/n, reduce_scatter and all_gather (n-1)/n, broadcast 1."""
@@ -66,7 +69,7 @@ def test_algbw_and_busbw_in_gb_per_s():
     assert ss.algbw_gbps(1e9, 0.01) == pytest.approx(100.0)
     assert ss.busbw_gbps("all_reduce", 1e9, 0.01, 8) == pytest.approx(175.0)
     # an all_gather of S = 8 x 128 MiB chunks (S counts the whole gathered array, as nccl-tests' count*size*n)
-    s = 8 * 128 * 2 ** 20
+    s = 8 * 128 * 2**20
     assert ss.busbw_gbps("all_gather", s, 0.005, 8) == pytest.approx(s / 0.005 / 1e9 * 7 / 8)
     assert math.isnan(ss.algbw_gbps(1024, 0.0))
 
@@ -92,6 +95,7 @@ def test_auto_world_sizes():
 
 # ---- efficiency and its interval ---------------------------------------------------------------------------
 
+
 def test_efficiency_is_paired_by_seed_with_a_t_interval_on_log_ratios():
     single = [100.0, 110.0, 90.0]
     world = [180.0, 209.0, 171.0]  # per seed 0.90, 0.95, 0.95 of 2x
@@ -99,7 +103,7 @@ def test_efficiency_is_paired_by_seed_with_a_t_interval_on_log_ratios():
     logs = [math.log(w / (2 * s)) for s, w in zip(single, world)]
     mean = sum(logs) / 3
     sd = (sum((x - mean) ** 2 for x in logs) / 2) ** 0.5
-    half = stats.t.ppf(0.975, 2) * sd / 3 ** 0.5
+    half = stats.t.ppf(0.975, 2) * sd / 3**0.5
     assert eff == pytest.approx(math.exp(mean))
     assert (low, high) == pytest.approx((math.exp(mean - half), math.exp(mean + half)))
     assert low < eff < 1.0 < high  # 3 seeds: the interval still reaches perfect scaling
@@ -119,12 +123,35 @@ def test_summary_pairs_each_world_with_the_one_rank_ddp_trial_of_its_seed():
     rows = []
     for method, world, sps in (("ddp", 1, (100.0, 120.0)), ("ddp", 2, (160.0, 216.0)), ("dp", 2, (120.0, 120.0))):
         for seed, value in zip((0, 1), sps):
-            rows.append({"method": method, "workload": "mlp", "mode": "fp32", "world_size": world, "seed": seed,
-                         "devices": "", "process_group": "gloo", "threads_per_rank": 1, "global_batch": 32 * world,
-                         "samples_per_s": value, "step_median_s": 32 * world / value, "status": "ok",
-                         "loss_max_rel_diff": 1e-7, "loss_matches_single": True})
-    rows.append({**rows[-1], "seed": 2, "status": "error", "status_detail": "rank 1 failed", "samples_per_s": None,
-                 "step_median_s": None, "loss_matches_single": None})
+            rows.append(
+                {
+                    "method": method,
+                    "workload": "mlp",
+                    "mode": "fp32",
+                    "world_size": world,
+                    "seed": seed,
+                    "devices": "",
+                    "process_group": "gloo",
+                    "threads_per_rank": 1,
+                    "global_batch": 32 * world,
+                    "samples_per_s": value,
+                    "step_median_s": 32 * world / value,
+                    "status": "ok",
+                    "loss_max_rel_diff": 1e-7,
+                    "loss_matches_single": True,
+                }
+            )
+    rows.append(
+        {
+            **rows[-1],
+            "seed": 2,
+            "status": "error",
+            "status_detail": "rank 1 failed",
+            "samples_per_s": None,
+            "step_median_s": None,
+            "loss_matches_single": None,
+        }
+    )
     summary = ss.summarize(pd.DataFrame(rows)).set_index(["method", "world_size"])
     two = summary.loc[("ddp", 2)]
     assert two["scaling_efficiency"] == pytest.approx(math.sqrt(0.8 * 0.9))  # 160/200, 216/240
@@ -147,7 +174,7 @@ def test_step_interval_is_over_seed_medians_not_pooled_steps():
     logs = [math.log(m) for m in medians]
     mean = sum(logs) / 3
     sd = (sum((x - mean) ** 2 for x in logs) / 2) ** 0.5
-    half = stats.t.ppf(0.975, 2) * sd / 3 ** 0.5
+    half = stats.t.ppf(0.975, 2) * sd / 3**0.5
     center, low, high = ss.seed_median_ci(medians)
     assert center == pytest.approx(math.exp(mean))
     assert (low, high) == pytest.approx((math.exp(mean - half), math.exp(mean + half)))
@@ -162,11 +189,28 @@ def test_step_interval_is_over_seed_medians_not_pooled_steps():
         s_steps = [m * (1 + 0.001 * ((i % 5) - 2)) for i in range(200)]
         steps += s_steps
         median, lo, hi = ss.step_stats(s_steps)
-        rows.append({"method": "ddp", "workload": "gpt", "mode": "fp32", "world_size": 2, "seed": seed, "devices": "",
-                     "process_group": "gloo", "threads_per_rank": 1, "global_batch": 8, "samples_per_s": 8 / median,
-                     "tokens_per_s": 8 / median * 32, "mfu_pct": 3.0 * 0.010 / median, "step_median_s": median,
-                     "step_ci95_low_s": lo, "step_ci95_high_s": hi, "status": "ok", "loss_max_rel_diff": 1e-7,
-                     "loss_matches_single": True})
+        rows.append(
+            {
+                "method": "ddp",
+                "workload": "gpt",
+                "mode": "fp32",
+                "world_size": 2,
+                "seed": seed,
+                "devices": "",
+                "process_group": "gloo",
+                "threads_per_rank": 1,
+                "global_batch": 8,
+                "samples_per_s": 8 / median,
+                "tokens_per_s": 8 / median * 32,
+                "mfu_pct": 3.0 * 0.010 / median,
+                "step_median_s": median,
+                "step_ci95_low_s": lo,
+                "step_ci95_high_s": hi,
+                "status": "ok",
+                "loss_max_rel_diff": 1e-7,
+                "loss_matches_single": True,
+            }
+        )
     pooled_low, pooled_high = ss.step_stats(steps)[1:]
     row = ss.summarize(pd.DataFrame(rows)).iloc[0]
     assert (row["step_ci95_low_s"], row["step_ci95_high_s"]) == pytest.approx((low, high), rel=2e-3)
@@ -177,9 +221,13 @@ def test_step_interval_is_over_seed_medians_not_pooled_steps():
     assert row["mfu_pct"] == pytest.approx(3.0 * 0.010 / row["step_median_s"])
     assert math.isnan(row["images_per_s"])
     single = ss.summarize(pd.DataFrame(rows[:1])).iloc[0]
-    assert single["interval_over"] == "descriptive" and single["step_median_s"] == pytest.approx(rows[0]["step_median_s"])
-    assert (single["step_ci95_low_s"], single["step_ci95_high_s"]) == (rows[0]["step_ci95_low_s"],
-                                                                       rows[0]["step_ci95_high_s"])
+    assert single["interval_over"] == "descriptive" and single["step_median_s"] == pytest.approx(
+        rows[0]["step_median_s"]
+    )
+    assert (single["step_ci95_low_s"], single["step_ci95_high_s"]) == (
+        rows[0]["step_ci95_low_s"],
+        rows[0]["step_ci95_high_s"],
+    )
 
 
 def test_worst_status_decides_a_summary():
@@ -189,6 +237,7 @@ def test_worst_status_decides_a_summary():
 
 
 # ---- the loss check ------------------------------------------------------------------------------------------
+
 
 def test_loss_check_window_and_tolerances():
     ref = [2.0] * 30
@@ -210,8 +259,16 @@ def _losses(workload, mode, seed, batch, replica=None):
     data = amp.make_data(workload, AMP_CFG, 0, torch)
     steps: list = []
     trial = amp.Trial("cpu", "cpu", "cpu", workload, mode, seed)
-    amp.run_trial(trial, {**AMP_CFG, "batch_size": batch}, data, backend.amp_policy("auto"), backend=backend,
-                  threads=1, steps_out=steps, replica=replica)
+    amp.run_trial(
+        trial,
+        {**AMP_CFG, "batch_size": batch},
+        data,
+        backend.amp_policy("auto"),
+        backend=backend,
+        threads=1,
+        steps_out=steps,
+        replica=replica,
+    )
     return [s["loss"] for s in steps]
 
 
@@ -251,15 +308,23 @@ def test_replica_slices_one_global_batch():
             return self.m(x)
 
     steps: list = []
-    out = amp.run_trial(amp.Trial("cpu", "cpu", "cpu", "mlp", "fp32", 0), AMP_CFG, data,
-                        backends.get("cpu").amp_policy("auto"), backend=backends.get("cpu"), threads=1,
-                        steps_out=steps, replica=amp.Replica(rank=1, world_size=2, wrap=Spy, mean_loss=lambda t: 7.0))
+    out = amp.run_trial(
+        amp.Trial("cpu", "cpu", "cpu", "mlp", "fp32", 0),
+        AMP_CFG,
+        data,
+        backends.get("cpu").amp_policy("auto"),
+        backend=backends.get("cpu"),
+        threads=1,
+        steps_out=steps,
+        replica=amp.Replica(rank=1, world_size=2, wrap=Spy, mean_loss=lambda t: 7.0),
+    )
     assert seen[:3] == [AMP_CFG["batch_size"]] * 3
     assert all(s["loss"] == 7.0 for s in steps)  # the rows hold the mean over ranks
     assert out["samples_per_s"] == pytest.approx(2 * AMP_CFG["batch_size"] / out["step_median_s"])
 
 
 # ---- the collective loop ----------------------------------------------------------------------------------
+
 
 class Clock:
     def __init__(self):
@@ -304,11 +369,19 @@ class FakeWorld:
 def test_collective_time_is_the_median_of_blocks_averaged_over_ranks():
     clock = Clock()
     world = FakeWorld(clock, 1e-3, n=2, other_factor=3.0)  # this rank 1 ms a call, the other 3 ms
-    row = coll.measure_collective("all_reduce", 2 ** 20, ops=world, sync=lambda: None, world_size=2, cap_bytes=1e12,
-                                  min_run_time_s=0.12, clock=clock)
+    row = coll.measure_collective(
+        "all_reduce",
+        2**20,
+        ops=world,
+        sync=lambda: None,
+        world_size=2,
+        cap_bytes=1e12,
+        min_run_time_s=0.12,
+        clock=clock,
+    )
     assert row["status"] == "ok"
     assert row["median_s"] == pytest.approx(2e-3)  # nccl-tests' default: the average over ranks
-    assert row["algbw_gbps"] == pytest.approx(2 ** 20 / 2e-3 / 1e9)
+    assert row["algbw_gbps"] == pytest.approx(2**20 / 2e-3 / 1e9)
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 1.0) and row["busbw_factor"] == 1.0
     # blocks sized from the slowest rank's estimate (3 ms): min_run_time / 6 per block, at least 6 blocks
     assert row["calls_per_block"] == math.ceil(0.12 / 6 / 3e-3) and row["blocks"] >= 6
@@ -319,16 +392,25 @@ def test_collective_time_is_the_median_of_blocks_averaged_over_ranks():
 def test_collective_points_that_cannot_run_say_why():
     clock = Clock()
     kwargs = dict(sync=lambda: None, world_size=4, min_run_time_s=0.01, clock=clock)
-    row = coll.measure_collective("all_gather", 2 ** 20, ops=FakeWorld(clock, 1e-4), cap_bytes=2 ** 20, **kwargs)
+    row = coll.measure_collective("all_gather", 2**20, ops=FakeWorld(clock, 1e-4), cap_bytes=2**20, **kwargs)
     assert row["status"] == "skipped_memory" and "per rank" in row["status_detail"]
     row = coll.measure_collective("reduce_scatter", 8, ops=FakeWorld(clock, 1e-4), cap_bytes=1e12, **kwargs)
     assert row["status"] == "unsupported"
-    row = coll.measure_collective("reduce_scatter", 4096, cap_bytes=1e12, **kwargs,
-                                  ops=FakeWorld(clock, 1e-4, fail=RuntimeError("reduce_scatter is not supported by "
-                                                                                "ProcessGroupGloo")))
+    row = coll.measure_collective(
+        "reduce_scatter",
+        4096,
+        cap_bytes=1e12,
+        **kwargs,
+        ops=FakeWorld(clock, 1e-4, fail=RuntimeError("reduce_scatter is not supported by ProcessGroupGloo")),
+    )
     assert row["status"] == "unsupported" and "Gloo" in row["status_detail"]
-    row = coll.measure_collective("broadcast", 4096, cap_bytes=1e12, **kwargs,
-                                  ops=FakeWorld(clock, 1e-4, fail=RuntimeError("NCCL error: unhandled system error")))
+    row = coll.measure_collective(
+        "broadcast",
+        4096,
+        cap_bytes=1e12,
+        **kwargs,
+        ops=FakeWorld(clock, 1e-4, fail=RuntimeError("NCCL error: unhandled system error")),
+    )
     assert row["status"] == "error"
 
 
@@ -337,12 +419,17 @@ def fake_dist(calls, modern=False):
     d = types.SimpleNamespace(ReduceOp=types.SimpleNamespace(SUM="sum", MAX="max", MIN="min"))
     d.all_reduce = lambda t, op="sum": calls.append(("all_reduce", tuple(t.shape), op))
     d.broadcast = lambda t, src: calls.append(("broadcast", tuple(t.shape), src))
-    d.all_gather_into_tensor = lambda out, inp: calls.append(("all_gather_into_tensor", tuple(out.shape), tuple(inp.shape)))
-    d.reduce_scatter_tensor = lambda out, inp: calls.append(("reduce_scatter_tensor", tuple(out.shape), tuple(inp.shape)))
+    d.all_gather_into_tensor = lambda out, inp: calls.append(
+        ("all_gather_into_tensor", tuple(out.shape), tuple(inp.shape))
+    )
+    d.reduce_scatter_tensor = lambda out, inp: calls.append(
+        ("reduce_scatter_tensor", tuple(out.shape), tuple(inp.shape))
+    )
     if modern:
         d.all_gather_single = lambda out, inp: calls.append(("all_gather_single", tuple(out.shape), tuple(inp.shape)))
-        d.reduce_scatter_single = lambda out, inp: calls.append(("reduce_scatter_single", tuple(out.shape),
-                                                                 tuple(inp.shape)))
+        d.reduce_scatter_single = lambda out, inp: calls.append(
+            ("reduce_scatter_single", tuple(out.shape), tuple(inp.shape))
+        )
     return d
 
 
@@ -356,8 +443,12 @@ def test_torch_collectives_call_the_tensor_forms(modern):
     assert ops.reduce(2.0, "mean") == pytest.approx(0.5) and ops.reduce(2.0, "max") == 2.0
     gather = "all_gather_single" if modern else "all_gather_into_tensor"
     scatter = "reduce_scatter_single" if modern else "reduce_scatter_tensor"
-    assert calls[:4] == [("all_reduce", (10,), "sum"), (gather, (40,), (10,)), (scatter, (10,), (40,)),
-                         ("broadcast", (10,), 0)]
+    assert calls[:4] == [
+        ("all_reduce", (10,), "sum"),
+        (gather, (40,), (10,)),
+        (scatter, (10,), (40,)),
+        ("broadcast", (10,), 0),
+    ]
 
 
 def coll_names():
@@ -373,15 +464,22 @@ def test_collectives_for_real_in_a_one_rank_gloo_group():
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     try:
         ops = coll.TorchCollectives(dist, torch, "cpu", 1)
-        rows = {c: coll.measure_collective(c, 4096, ops=ops, sync=lambda: None, world_size=1, cap_bytes=1e9,
-                                           min_run_time_s=0.01) for c in ss.COLLECTIVES}
+        rows = {
+            c: coll.measure_collective(
+                c, 4096, ops=ops, sync=lambda: None, world_size=1, cap_bytes=1e9, min_run_time_s=0.01
+            )
+            for c in ss.COLLECTIVES
+        }
     finally:
         dist.destroy_process_group()
     assert all(r["status"] == "ok" and r["median_s"] > 0 for r in rows.values()), rows
-    assert rows["all_reduce"]["busbw_gbps"] == 0.0 and rows["broadcast"]["busbw_gbps"] == rows["broadcast"]["algbw_gbps"]
+    assert (
+        rows["all_reduce"]["busbw_gbps"] == 0.0 and rows["broadcast"]["busbw_gbps"] == rows["broadcast"]["algbw_gbps"]
+    )
 
 
 # ---- the backends: NCCL, DataParallel, XLA, MPS with fakes (untested on hardware) ---------------------------
+
 
 def fake_cuda_torch(gpus=4, peer=None, calls=None):
     calls = calls if calls is not None else []
@@ -394,10 +492,12 @@ def fake_cuda_torch(gpus=4, peer=None, calls=None):
 
     t = types.SimpleNamespace(version=types.SimpleNamespace(cuda="12.8", hip=None))
     t.cuda = types.SimpleNamespace(
-        is_available=lambda: True, device_count=lambda: gpus,
+        is_available=lambda: True,
+        device_count=lambda: gpus,
         set_device=lambda i: calls.append(("set_device", i)),
         can_device_access_peer=lambda i, j: calls.append(("can_device_access_peer", i, j)) or peer(i, j),
-        synchronize=lambda d=None: calls.append(("synchronize", d)))
+        synchronize=lambda d=None: calls.append(("synchronize", d)),
+    )
     t.device = lambda name: ("torch.device", name)
     t.nn = types.SimpleNamespace(DataParallel=DataParallel)
     t.calls = calls
@@ -456,8 +556,9 @@ def test_xla_and_xpu_process_groups():
     assert imported == ["torch_xla.distributed.xla_backend"]
     assert xla.ddp_options("xla:0")["gradient_as_bucket_view"] is True
     xpu_calls = []
-    xpu = backends.get("xpu", torch=types.SimpleNamespace(xpu=types.SimpleNamespace(
-        set_device=lambda i: xpu_calls.append(i))))
+    xpu = backends.get(
+        "xpu", torch=types.SimpleNamespace(xpu=types.SimpleNamespace(set_device=lambda i: xpu_calls.append(i)))
+    )
     assert xpu.process_group_options("xpu:1") == {"backend": "xccl"}
     xpu.bind_rank("xpu:1")
     assert xpu_calls == [1] and xpu.ddp_options("xpu:1")["device_ids"] == [1]
@@ -473,6 +574,7 @@ def test_peer_access_through_torch_cuda():
 
 # ---- the copy matrix with fakes ------------------------------------------------------------------------------
 
+
 class PeerFake:
     """Three GPUs, 0<->2 without peer access, 8 GiB free each."""
 
@@ -485,7 +587,7 @@ class PeerFake:
         return {src, dst} != {"cuda:0", "cuda:2"}
 
     def free_bytes(self, device):
-        return 8 * 2 ** 30
+        return 8 * 2**30
 
     def is_oom(self, exc):
         return "out of memory" in str(exc)
@@ -514,29 +616,45 @@ class FakeCopyMeasurer:
 
 def test_copy_matrix_every_ordered_pair_peer_on_and_off():
     devices = ["cuda:0", "cuda:1", "cuda:2"]
-    rows = peer_copy.matrix_rows(PeerFake(), devices, 2 ** 30, min_run_time_s=0.01, copies_factory=FakeCopies,
-                                 measurer_factory=lambda s, d: FakeCopyMeasurer(), log=lambda *_: None)
+    rows = peer_copy.matrix_rows(
+        PeerFake(),
+        devices,
+        2**30,
+        min_run_time_s=0.01,
+        copies_factory=FakeCopies,
+        measurer_factory=lambda s, d: FakeCopyMeasurer(),
+        log=lambda *_: None,
+    )
     assert len(rows) == 3 * 2 * 2
     df = pd.DataFrame(rows)
     assert set(zip(df["src"], df["dst"])) == {(s, d) for s in devices for d in devices if s != d}
     on = df[df["peer"] == "on"].set_index(["src", "dst"])
-    assert on.loc[("cuda:0", "cuda:2"), "status"] == "unsupported" and "host" in on.loc[("cuda:0", "cuda:2"), "status_detail"]
+    assert (
+        on.loc[("cuda:0", "cuda:2"), "status"] == "unsupported"
+        and "host" in on.loc[("cuda:0", "cuda:2"), "status_detail"]
+    )
     assert on.loc[("cuda:0", "cuda:1"), "gbps"] == pytest.approx(400.0)
     off = df[df["peer"] == "off"]
     assert (off["status"] == "ok").all() and off["gbps"].to_numpy() == pytest.approx([20.0] * 6)
-    assert (df["size_bytes"] == 2 ** 30).all()  # 1 GiB <= a quarter of 8 GiB free
+    assert (df["size_bytes"] == 2**30).all()  # 1 GiB <= a quarter of 8 GiB free
 
 
 def test_copy_matrix_size_is_capped_by_memory_and_one_device_has_none():
     class Small(PeerFake):
         def free_bytes(self, device):
-            return 2 ** 20 if device == "cuda:1" else 2 ** 30
+            return 2**20 if device == "cuda:1" else 2**30
 
-    rows = peer_copy.matrix_rows(Small(), ["cuda:0", "cuda:1"], 2 ** 30, min_run_time_s=0.01,
-                                 copies_factory=FakeCopies, measurer_factory=lambda s, d: FakeCopyMeasurer(),
-                                 log=lambda *_: None)
-    assert {r["size_bytes"] for r in rows} == {2 ** 18}
-    one = peer_copy.matrix_rows(CpuBackend(), ["cpu"], 2 ** 20, min_run_time_s=0.01)
+    rows = peer_copy.matrix_rows(
+        Small(),
+        ["cuda:0", "cuda:1"],
+        2**30,
+        min_run_time_s=0.01,
+        copies_factory=FakeCopies,
+        measurer_factory=lambda s, d: FakeCopyMeasurer(),
+        log=lambda *_: None,
+    )
+    assert {r["size_bytes"] for r in rows} == {2**18}
+    one = peer_copy.matrix_rows(CpuBackend(), ["cpu"], 2**20, min_run_time_s=0.01)
     assert len(one) == 1 and one[0]["status"] == "unsupported"
 
 
@@ -552,6 +670,7 @@ def test_copy_statements_move_the_data_on_real_tensors():
 
 
 # ---- DataParallel rows for real through a stand-in wrapper -------------------------------------------------------
+
 
 class RecordingDataParallel(torch.nn.Module):
     """What nn.DataParallel does to the numbers on one device: nothing (it splits and gathers the batch)."""
@@ -597,7 +716,7 @@ def test_data_parallel_rows_train_the_global_batch_and_match_one_process(tmp_pat
     run.check_losses(rows)
     assert {(r["method"], r["world_size"], r["mode"]) for r in rows} == {("dp", 2, "fp32"), ("dp", 2, "amp_bf16")}
     b = TINY["amp"]["batch_size"]
-    assert set(RecordingDataParallel.batches[:TINY["amp"]["steps"]]) == {2 * b}
+    assert set(RecordingDataParallel.batches[: TINY["amp"]["steps"]]) == {2 * b}
     for r in rows:
         assert r["status"] == "ok" and r["global_batch"] == 2 * b and r["devices"] == "cpu,cpu"
         assert r["samples_per_s"] == pytest.approx(2 * b / r["step_median_s"])
@@ -614,18 +733,30 @@ def test_data_parallel_rows_elsewhere_are_unsupported(tmp_path):
 
 # gpt and resnet at sizes that train a world of 2 on the 2-core CPU in seconds (their own batch per rank, steps, lr)
 SMALL_TRAINING = {"steps": 10, "warmup_steps": 2, "n_train": 128, "n_test": 16, "lr": 0.003}
-SCALING_WORKLOADS_AMP = {**TINY["amp"],
-                         "gpt": {**SMALL_TRAINING, "batch_size": 4, "n_layers": 1, "d_model": 16, "n_heads": 2,
-                                 "seq_len": 16, "vocab_size": 16},
-                         "resnet": {**SMALL_TRAINING, "batch_size": 16, "width": 4, "image_size": 16, "n_classes": 4}}
+SCALING_WORKLOADS_AMP = {
+    **TINY["amp"],
+    "gpt": {
+        **SMALL_TRAINING,
+        "batch_size": 4,
+        "n_layers": 1,
+        "d_model": 16,
+        "n_heads": 2,
+        "seq_len": 16,
+        "vocab_size": 16,
+    },
+    "resnet": {**SMALL_TRAINING, "batch_size": 16, "width": 4, "image_size": 16, "n_classes": 4},
+}
 
 
 def test_throughput_columns_of_a_trial_in_the_workloads_items(tmp_path):
     """A gpt trial of a world of 2 from its (fake) timed steps: samples/s of the global batch, tokens/s (x seq_len),
     per rank (/2), and one rank's MFU: FlopCounterMode's FLOPs of one rank's step over the median step and the
     backend's peak (the AMP stage's training_columns); resnet counts images; mlp has neither, nor an MFU."""
-    run_file = write_run(tmp_path, {"enabled": True, "world_sizes": [1, 2], "workloads": ["gpt", "resnet", "mlp"]},
-                         amp=SCALING_WORKLOADS_AMP)
+    run_file = write_run(
+        tmp_path,
+        {"enabled": True, "world_sizes": [1, 2], "workloads": ["gpt", "resnet", "mlp"]},
+        amp=SCALING_WORKLOADS_AMP,
+    )
     st = start("scaling", str(run_file), "cpu", 2)
     run = scaling.ScalingRun(st, str(run_file), str(tmp_path), log=lambda *_: None)
     steps = [9.0, 9.0] + [0.02, 0.03, 0.025, 0.02, 0.03]  # the two warm-up steps are left out
@@ -633,7 +764,8 @@ def test_throughput_columns_of_a_trial_in_the_workloads_items(tmp_path):
     row = run.trial_timing(got, 2, 4, 1)
     assert row["step_median_s"] == pytest.approx(0.025) and row["samples_per_s"] == pytest.approx(8 / 0.025)
     assert row["tokens_per_s"] == pytest.approx(8 / 0.025 * 16) and row["tokens_per_s_per_rank"] == pytest.approx(
-        4 / 0.025 * 16)
+        4 / 0.025 * 16
+    )
     assert row["samples_per_s_per_rank"] == pytest.approx(4 / 0.025) and math.isnan(row["images_per_s"])
     flops, _ = amp.step_flops("gpt", {**amp.workload_config(run.amp_cfg, "gpt"), "batch_size": 4}, 4, torch)
     assert row["model_flops_per_rank_step"] == pytest.approx(flops) and flops > 0
@@ -641,7 +773,9 @@ def test_throughput_columns_of_a_trial_in_the_workloads_items(tmp_path):
     assert row["peak_tflops"] == pytest.approx(peak) and row["peak_dtype"] == "float32" and row["preset"] == "tiny"
     assert row["mfu_pct"] == pytest.approx(100 * flops / 0.025 / 1e12 / peak)
     res = run.trial_timing({**got, "workload": "resnet", "mode": "amp_bf16", "global_batch": 32}, 2, 16, 1)
-    assert res["images_per_s"] == pytest.approx(32 / 0.025) and res["images_per_s_per_rank"] == pytest.approx(16 / 0.025)
+    assert res["images_per_s"] == pytest.approx(32 / 0.025) and res["images_per_s_per_rank"] == pytest.approx(
+        16 / 0.025
+    )
     assert math.isnan(res["tokens_per_s"]) and res["peak_dtype"] == "bfloat16" and res["mfu_pct"] > 0
     mlp = run.trial_timing({**got, "workload": "mlp"}, 2, 32, 1)
     assert math.isnan(mlp["tokens_per_s"]) and math.isnan(mlp["images_per_s"]) and math.isnan(mlp["mfu_pct"])
@@ -669,27 +803,44 @@ def test_gpt_and_resnet_train_in_a_gloo_world_of_2(tmp_path):
     carry tokens/s or images/s (world and per rank) and one rank's MFU; the loss check passes against the one-process
     reference (resnet's BatchNorm per rank slice) and would fail against a reference that normalizes the whole
     global batch; bf16 resnet's curve is recorded, not judged; one seed makes the step interval descriptive."""
-    run_file = write_run(tmp_path, {"enabled": True, "world_sizes": [1, 2], "workloads": ["gpt", "resnet"],
-                                    "seeds": [0], "collectives": [], "timeout_s": 300},
-                         amp=SCALING_WORKLOADS_AMP, cpu_threads=2)
+    run_file = write_run(
+        tmp_path,
+        {
+            "enabled": True,
+            "world_sizes": [1, 2],
+            "workloads": ["gpt", "resnet"],
+            "seeds": [0],
+            "collectives": [],
+            "timeout_s": 300,
+        },
+        amp=SCALING_WORKLOADS_AMP,
+        cpu_threads=2,
+    )
     st = start("scaling", str(run_file), "cpu", 2)
     run = scaling.ScalingRun(st, str(run_file), str(tmp_path), log=lambda *_: None)
     trials = run.world_rows(1, None)[0] + run.world_rows(2, None)[0]
     run.check_losses(trials)
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "_losses"} for r in trials])
     assert set(zip(df["workload"], df["mode"], df["world_size"])) == {
-        (w, m, n) for w in ("gpt", "resnet") for m in ("fp32", "amp_bf16") for n in (1, 2)}
+        (w, m, n) for w in ("gpt", "resnet") for m in ("fp32", "amp_bf16") for n in (1, 2)
+    }
     assert (df["status"] == "ok").all(), df[["workload", "mode", "world_size", "status_detail"]]
     gpt, res = df[df["workload"] == "gpt"], df[df["workload"] == "resnet"]
-    assert (gpt["global_batch"] == 4 * gpt["world_size"]).all() and (res["global_batch"] == 16 * res["world_size"]).all()
+    assert (gpt["global_batch"] == 4 * gpt["world_size"]).all() and (
+        res["global_batch"] == 16 * res["world_size"]
+    ).all()
     assert ((gpt["tokens_per_s"] - 16 * gpt["samples_per_s"]).abs() < 1e-6 * gpt["tokens_per_s"]).all()
-    assert ((gpt["tokens_per_s_per_rank"] * gpt["world_size"] - gpt["tokens_per_s"]).abs() < 1e-6 * gpt["tokens_per_s"]).all()
+    assert (
+        (gpt["tokens_per_s_per_rank"] * gpt["world_size"] - gpt["tokens_per_s"]).abs() < 1e-6 * gpt["tokens_per_s"]
+    ).all()
     assert ((res["images_per_s"] - res["samples_per_s"]).abs() < 1e-9 * res["images_per_s"]).all()
     assert gpt["images_per_s"].isna().all() and res["tokens_per_s"].isna().all()
     mfu = 100 * df["model_flops_per_rank_step"] / df["step_median_s"] / 1e12 / df["peak_tflops"]
     assert (df["mfu_pct"] > 0).all() and ((df["mfu_pct"] - mfu).abs() < 1e-9 * mfu).all()
     judged = df[~((df["workload"] == "resnet") & (df["mode"] == "amp_bf16") & (df["world_size"] == 2))]
-    assert judged["loss_matches_single"].map(bool).all(), judged[["workload", "mode", "world_size", "loss_max_rel_diff"]]
+    assert judged["loss_matches_single"].map(bool).all(), judged[
+        ["workload", "mode", "world_size", "loss_max_rel_diff"]
+    ]
     unjudged = df[(df["workload"] == "resnet") & (df["mode"] == "amp_bf16") & (df["world_size"] == 2)].iloc[0]
     assert unjudged["loss_matches_single"] is None and "not judged" in unjudged["status_detail"]
     assert unjudged["loss_max_rel_diff"] >= 0
@@ -699,8 +850,15 @@ def test_gpt_and_resnet_train_in_a_gloo_world_of_2(tmp_path):
     before, whole = torch.get_num_threads(), []
     torch.set_num_threads(1)  # a rank's, as the reference runs
     try:
-        amp.run_trial(amp.Trial("cpu", "cpu", "cpu", "resnet", "fp32", 0), whole_cfg, run.data["resnet"], run.policy,
-                      backend=run.backend, threads=1, steps_out=whole)
+        amp.run_trial(
+            amp.Trial("cpu", "cpu", "cpu", "resnet", "fp32", 0),
+            whole_cfg,
+            run.data["resnet"],
+            run.policy,
+            backend=run.backend,
+            threads=1,
+            steps_out=whole,
+        )
     finally:
         torch.set_num_threads(before)
     assert ss.loss_max_rel_diff(ddp["_losses"], [s["loss"] for s in whole]) > ss.loss_tolerance("fp32")
@@ -714,50 +872,73 @@ def test_gpt_and_resnet_train_in_a_gloo_world_of_2(tmp_path):
 def test_world_sizes_beyond_the_devices_are_unsupported():
     plan = scaling.world_sizes(CpuBackend(), ["cpu"], threads=2, configured=[4, 1, 2])
     assert plan == [(1, None), (2, None), (4, plan[2][1])] and "at most 2" in plan[2][1]
-    assert [n for n, _ in scaling.world_sizes(CudaBackend(torch=fake_cuda_torch(6)), [f"cuda:{i}" for i in range(6)],
-                                              threads=1, configured=[])] == [1, 2, 4, 6]
+    assert [
+        n
+        for n, _ in scaling.world_sizes(
+            CudaBackend(torch=fake_cuda_torch(6)), [f"cuda:{i}" for i in range(6)], threads=1, configured=[]
+        )
+    ] == [1, 2, 4, 6]
 
 
 def test_disabled_and_absent_write_one_row_per_table(tmp_path):
     run_file = write_run(tmp_path, {"enabled": False})
     from accelbench.cli import main
 
-    assert main(["scaling", "--run-file", str(run_file), "--backend", "cpu", "--threads", "1",
-                 "--out-dir", str(tmp_path)]) == 0
+    assert (
+        main(["scaling", "--run-file", str(run_file), "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)])
+        == 0
+    )
     for table in registry.STAGES["scaling"].tables:
         df = pd.read_csv(tmp_path / registry.TABLES[table].filename("cpu"))
         assert list(df.columns) == registry.TABLES[table].all_columns
         assert len(df) == 1 and df["status"][0] == "disabled" and "scaling: {enabled: true}" in df["status_detail"][0]
     run_file = write_run(tmp_path, {"enabled": True}, backends=["cpu", "cuda"])
-    assert main(["scaling", "--run-file", str(run_file), "--backend", "cuda", "--threads", "1",
-                 "--out-dir", str(tmp_path)]) == 0
+    assert (
+        main(
+            ["scaling", "--run-file", str(run_file), "--backend", "cuda", "--threads", "1", "--out-dir", str(tmp_path)]
+        )
+        == 0
+    )
     df = pd.read_csv(tmp_path / "scaling_cuda.csv")
     assert df["status"].tolist() == ["absent"]
 
 
 # ---- config --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("config,key,allowed", [
-    ({"scaling": {"world_sizes": [2, 4]}}, "scaling.world_sizes", "includes 1"),
-    ({"scaling": {"world_sizes": [1, 0]}}, "scaling.world_sizes[1]", ">= 1"),
-    ({"scaling": {"world_sizes": [1, 1]}}, "scaling.world_sizes", "duplicate"),
-    ({"scaling": {"world_sizes": [1, 64]}}, "scaling.world_sizes", "up to 32"),
-    ({"scaling": {"workloads": ["bert"]}}, "scaling.workloads[0]", "mlp, transformer, gpt, resnet"),
-    ({"scaling": {"workloads": ["gpt", "gpt"]}}, "scaling.workloads", "duplicate"),
-    ({"scaling": {"enabled": True, "workloads": ["gpt"]}, "amp": {"gpt": {"batch_size": "max"}}},
-     "amp.gpt.batch_size", "a positive integer, or null"),
-    ({"scaling": {"world_sizes": [1, 64], "workloads": ["resnet"]}, "amp": {"resnet": {"batch_size": 16}}},
-     "scaling.world_sizes", "exceeds amp.resnet.n_train (512); allowed: world sizes up to 32"),
-    ({"scaling": {"collectives": ["alltoall"]}}, "scaling.collectives[0]",
-     "all_reduce, all_gather, reduce_scatter, broadcast"),
-    ({"scaling": {"sizes": {"min_bytes": 4096, "max_bytes": 1024}}}, "scaling.sizes.min_bytes", "1 .. 1024"),
-    ({"scaling": {"sizes": {"factor": 1}}}, "scaling.sizes.factor", ">= 2"),
-    ({"scaling": {"timeout_s": 0}}, "scaling.timeout_s", "> 0"),
-    ({"scaling": {"seeds": []}}, "scaling.seeds", "empty"),
-    ({"scaling": {"enabled": "yes"}}, "scaling.enabled", "boolean"),
-    ({"scaling": {"world_size": [1]}}, "scaling: unknown key(s) 'world_size'", "world_sizes"),
-    ({"cluster": {"gpus_per_node": 0}}, "cluster.gpus_per_node", ">= 1"),
-])
+
+@pytest.mark.parametrize(
+    "config,key,allowed",
+    [
+        ({"scaling": {"world_sizes": [2, 4]}}, "scaling.world_sizes", "includes 1"),
+        ({"scaling": {"world_sizes": [1, 0]}}, "scaling.world_sizes[1]", ">= 1"),
+        ({"scaling": {"world_sizes": [1, 1]}}, "scaling.world_sizes", "duplicate"),
+        ({"scaling": {"world_sizes": [1, 64]}}, "scaling.world_sizes", "up to 32"),
+        ({"scaling": {"workloads": ["bert"]}}, "scaling.workloads[0]", "mlp, transformer, gpt, resnet"),
+        ({"scaling": {"workloads": ["gpt", "gpt"]}}, "scaling.workloads", "duplicate"),
+        (
+            {"scaling": {"enabled": True, "workloads": ["gpt"]}, "amp": {"gpt": {"batch_size": "max"}}},
+            "amp.gpt.batch_size",
+            "a positive integer, or null",
+        ),
+        (
+            {"scaling": {"world_sizes": [1, 64], "workloads": ["resnet"]}, "amp": {"resnet": {"batch_size": 16}}},
+            "scaling.world_sizes",
+            "exceeds amp.resnet.n_train (512); allowed: world sizes up to 32",
+        ),
+        (
+            {"scaling": {"collectives": ["alltoall"]}},
+            "scaling.collectives[0]",
+            "all_reduce, all_gather, reduce_scatter, broadcast",
+        ),
+        ({"scaling": {"sizes": {"min_bytes": 4096, "max_bytes": 1024}}}, "scaling.sizes.min_bytes", "1 .. 1024"),
+        ({"scaling": {"sizes": {"factor": 1}}}, "scaling.sizes.factor", ">= 2"),
+        ({"scaling": {"timeout_s": 0}}, "scaling.timeout_s", "> 0"),
+        ({"scaling": {"seeds": []}}, "scaling.seeds", "empty"),
+        ({"scaling": {"enabled": "yes"}}, "scaling.enabled", "boolean"),
+        ({"scaling": {"world_size": [1]}}, "scaling: unknown key(s) 'world_size'", "world_sizes"),
+        ({"cluster": {"gpus_per_node": 0}}, "cluster.gpus_per_node", ">= 1"),
+    ],
+)
 def test_bad_scaling_config_names_the_key(config, key, allowed):
     with pytest.raises(ConfigError) as info:
         check(config)
@@ -767,7 +948,7 @@ def test_bad_scaling_config_names_the_key(config, key, allowed):
 
 # ---- the launcher with real torchrun worlds -------------------------------------------------------------------
 
-FAULT_RANK = '''
+FAULT_RANK = """
 import os, sys, time
 from accelbench.run.launch import write_pid_file
 rank = int(os.environ["RANK"])
@@ -778,7 +959,7 @@ if mode == "crash" and rank == 1:
 if mode == "hang":
     time.sleep(600)  # every rank blocked, as in a collective a peer never joins
 time.sleep(0.3)
-'''
+"""
 
 
 def run_fault_world(tmp_path, mode, timeout_s=60.0):
@@ -787,9 +968,14 @@ def run_fault_world(tmp_path, mode, timeout_s=60.0):
     work = tmp_path / mode
     work.mkdir()
     argv = launch.torchrun_argv(2, port, "fault_rank", [str(work), mode])
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1"}
-    return launch.launch(argv, env=env, timeout_s=timeout_s, log_path=work / "launcher.log", pid_dir=work, port=port), work
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "OMP_NUM_THREADS": "1",
+    }
+    return launch.launch(
+        argv, env=env, timeout_s=timeout_s, log_path=work / "launcher.log", pid_dir=work, port=port
+    ), work
 
 
 @pytest.mark.slow
@@ -833,14 +1019,16 @@ Root Cause (first observed failure):
   rank      : 1 (local_rank: 1)
   exitcode  : -9 (pid: 4242)
 """
-    assert launch.failure_detail(log, 1) == ("rank 1 failed: exitcode -9 (pid: 4242); first error: RuntimeError: "
-                                             "Connection closed by peer [127.0.0.1]:1234")
+    assert launch.failure_detail(log, 1) == (
+        "rank 1 failed: exitcode -9 (pid: 4242); first error: RuntimeError: Connection closed by peer [127.0.0.1]:1234"
+    )
     signal_only = "\n".join(line for line in log.splitlines() if "Error" not in line)
     assert launch.failure_detail(signal_only, 1) == "rank 1 failed: exitcode -9 (pid: 4242)"
     assert launch.failure_detail("", 2) == "torch.distributed.run exited with 2"
 
 
 # ---- the stage for real: a rank killed, a rank hung ----------------------------------------------------------------
+
 
 def wait_for(predicate, timeout_s, what):
     end = time.monotonic() + timeout_s
@@ -869,15 +1057,39 @@ def test_a_killed_and_a_hung_rank_end_only_their_world(tmp_path):
     Not flaky under load: a normal world of these tiny trials takes a few seconds (about 10 on a loaded
     2-core machine) against a 45 s timeout, and the faults are triggered by the ranks' own progress, not
     by a clock."""
-    run_file = write_run(tmp_path, {"enabled": True, "world_sizes": [1, 2, 3], "seeds": [0, 1], "timeout_s": 45,
-                                    "collectives": ["all_reduce"], "min_run_time_s": 0.02,
-                                    "sizes": {"min_bytes": 1024, "max_bytes": 4096, "factor": 4}},
-                         amp={**TINY["amp"], "workloads": ["mlp"], "steps": 60, "warmup_steps": 2})
+    run_file = write_run(
+        tmp_path,
+        {
+            "enabled": True,
+            "world_sizes": [1, 2, 3],
+            "seeds": [0, 1],
+            "timeout_s": 45,
+            "collectives": ["all_reduce"],
+            "min_run_time_s": 0.02,
+            "sizes": {"min_bytes": 1024, "max_bytes": 4096, "factor": 4},
+        },
+        amp={**TINY["amp"], "workloads": ["mlp"], "steps": 60, "warmup_steps": 2},
+    )
     out = tmp_path / "run"
     out.mkdir()
-    proc = subprocess.Popen([str(BIN / "accelbench"), "scaling", "--run-file", str(run_file), "--backend", "cpu",
-                             "--threads", "3", "--out-dir", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    proc = subprocess.Popen(
+        [
+            str(BIN / "accelbench"),
+            "scaling",
+            "--run-file",
+            str(run_file),
+            "--backend",
+            "cpu",
+            "--threads",
+            "3",
+            "--out-dir",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
+    )
     work = out / registry.work_dir("scaling", "cpu")
     faults = {2: (1, signal.SIGKILL), 3: (2, signal.SIGSTOP)}
     pids = {}
@@ -918,17 +1130,32 @@ def test_a_killed_and_a_hung_rank_end_only_their_world(tmp_path):
 
 # ---- the cluster request and the multi-node example ------------------------------------------------------------
 
+
 def test_the_scaling_job_asks_for_every_gpu_of_a_node(tmp_path):
     """SLURM dry run (with --cores, so threads are not capped at the dry run's single core): the cuda scaling job
     asks for cluster.gpus_per_node GPUs and as many CPUs, every other cuda job for one; the plugin's own
     sbatch line says --gpus=h100:4 --cpus-per-task=4."""
     import yaml
+
     from test_profiles import PROFILES, dry_run_jobs, sbatch_line, snakemake
 
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**TINY, "backends": ["cpu", "cuda"],
-                                                          "cluster": {"gpu_model": "h100", "gpus_per_node": 4}}))
-    proc = snakemake(tmp_path, "-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-                     str(tmp_path / "config.yaml"), "--profile", str(PROFILES / "slurm"), "--cores", "16")
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({**TINY, "backends": ["cpu", "cuda"], "cluster": {"gpu_model": "h100", "gpus_per_node": 4}})
+    )
+    proc = snakemake(
+        tmp_path,
+        "-n",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        "--profile",
+        str(PROFILES / "slurm"),
+        "--cores",
+        "16",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = dry_run_jobs(proc.stdout + proc.stderr)
     cuda = [j for j in jobs if j["backend"] == "cuda"]
@@ -944,14 +1171,25 @@ def test_the_scaling_job_asks_for_every_gpu_of_a_node(tmp_path):
 
 def test_multinode_example_passes_a_dry_run(tmp_path):
     run_file = write_run(tmp_path, {"enabled": True})
-    env = {**os.environ, "ACCELBENCH_DRY_RUN": "1", "SLURM_NNODES": "2", "SLURM_JOB_ID": "77",
-           "GPUS_PER_NODE": "8", "HEAD_NODE": "gpu001"}
-    proc = subprocess.run(["bash", str(REPO / "bench" / "multinode_scaling.sbatch"), str(run_file), "cuda"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    env = {
+        **os.environ,
+        "ACCELBENCH_DRY_RUN": "1",
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_ID": "77",
+        "GPUS_PER_NODE": "8",
+        "HEAD_NODE": "gpu001",
+    }
+    proc = subprocess.run(
+        ["bash", str(REPO / "bench" / "multinode_scaling.sbatch"), str(run_file), "cuda"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     argv = proc.stdout.split()
     assert argv[:3] == ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    torchrun = argv[argv.index("torch.distributed.run") + 1:]
+    torchrun = argv[argv.index("torch.distributed.run") + 1 :]
     from torch.distributed.run import get_args_parser
 
     parsed = get_args_parser().parse_args(torchrun)
@@ -960,8 +1198,13 @@ def test_multinode_example_passes_a_dry_run(tmp_path):
     rank_args = parsed.training_script_args
     # the rank program accepts its arguments and, as rank 9 of 16, plans the configured work without a device
     env = {**os.environ, "WORLD_SIZE": "16", "RANK": "9", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8"}
-    dry = subprocess.run([sys.executable, "-m", "accelbench.stages.scaling.rank", *rank_args, "--dry-run"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    dry = subprocess.run(
+        [sys.executable, "-m", "accelbench.stages.scaling.rank", *rank_args, "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
     assert plan["world_size"] == 16 and plan["rank"] == 9 and plan["process_group"] == "nccl"
@@ -980,7 +1223,9 @@ def svg_words(path: Path) -> str:
 def test_report_says_how_to_turn_scaling_on_when_it_was_off(fixtures):
     built = fixtures("cpu_only")
     html = built["report"].read_text()
-    section = html[html.index('<section id="scaling">'):html.index("</section>", html.index('<section id="scaling">'))]
+    section = html[
+        html.index('<section id="scaling">') : html.index("</section>", html.index('<section id="scaling">'))
+    ]
     assert 'id="scaling-off"' in section and "scaling: {enabled: true}" in section and "off by default" in section
     assert "scaling.enabled is false" in svg_words(built["plots"] / "scaling_efficiency.svg")
 
@@ -995,23 +1240,32 @@ def test_report_scaling_section_shows_the_measured_rows(fixtures):
     measured = summary[(summary["status"] == "ok") & (summary["method"] == "ddp")]
     assert len(measured) == 2 * 2 * 5 + 2  # cpu: mlp and gpt x 2 modes x 5 worlds; cuda: mlp x 2 modes x world 1
     for _, r in measured.iterrows():
-        cell = f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" ' \
-               f'data-workload="{r["workload"]}" data-mode="{r["mode"]}" ' \
-               f'data-world="{int(r["world_size"])}" data-efficiency="{r["scaling_efficiency"]}"'
+        cell = (
+            f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" '
+            f'data-workload="{r["workload"]}" data-mode="{r["mode"]}" '
+            f'data-world="{int(r["world_size"])}" data-efficiency="{r["scaling_efficiency"]}"'
+        )
         assert cell in html, cell
-    section = html[html.index('<section id="scaling">'):html.index('<section id="telemetry">')]
+    section = html[html.index('<section id="scaling">') : html.index('<section id="telemetry">')]
     assert 'data-run="laptop-cpu"' not in section and "laptop-cpu · cpu: disabled" in section  # its scaling was off
     gpt = measured[measured["workload"] == "gpt"]
     assert (gpt["tokens_per_s"] == gpt["samples_per_s"] * 32).all() and (gpt["interval_over"] == "seeds").all()
-    table = section[section.index('id="scaling-table"'):]
+    table = section[section.index('id="scaling-table"') :]
     for _, r in gpt.iterrows():  # the gpt rows: tokens/s of the world and of one rank, one rank's MFU
-        row = table[table.index(f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" '
-                                f'data-workload="gpt" data-mode="{r["mode"]}" data-world="{int(r["world_size"])}"'):]
-        row = row[:row.index("</tr>")]
+        row = table[
+            table.index(
+                f'data-run="{r["run_id"]}" data-device="{r["device"]}" data-method="ddp" '
+                f'data-workload="gpt" data-mode="{r["mode"]}" data-world="{int(r["world_size"])}"'
+            ) :
+        ]
+        row = row[: row.index("</tr>")]
         cells = [c.split(">", 1)[-1] for c in row.split("</td>")]
-        world, per_rank = f'{S.fmt_num(r["tokens_per_s"])} tokens/s', f'{S.fmt_num(r["tokens_per_s_per_rank"])} tokens/s'
+        world, per_rank = (
+            f"{S.fmt_num(r['tokens_per_s'])} tokens/s",
+            f"{S.fmt_num(r['tokens_per_s_per_rank'])} tokens/s",
+        )
         assert "gpt" in cells and world in cells and per_rank in cells and "seeds" in cells, cells
-        assert f'{S.fmt_num(r["mfu_pct"])}%' in cells, cells
+        assert f"{S.fmt_num(r['mfu_pct'])}%" in cells, cells
     assert "CI over" in section and "variance between trials" in section
     eff = svg_words(built["plots"] / "scaling_efficiency.svg")
     assert "scaling efficiency" in eff and "world size (ranks)" in eff and "nn.DataParallel" not in eff
@@ -1027,9 +1281,21 @@ def test_peer_copy_heatmap_draws_the_matrix():
     from accelbench.reporting import plots
     from accelbench.stages.scaling.figures import fig_peer_copy
 
-    rows = [{"run_id": "r", "backend": "cuda", "src": f"cuda:{i}", "dst": f"cuda:{j}", "peer": peer,
-             "gbps": (350.0 if peer == "on" else 21.0) + i, "status": "ok"}
-            for i in range(3) for j in range(3) if i != j for peer in ("on", "off")]
+    rows = [
+        {
+            "run_id": "r",
+            "backend": "cuda",
+            "src": f"cuda:{i}",
+            "dst": f"cuda:{j}",
+            "peer": peer,
+            "gbps": (350.0 if peer == "on" else 21.0) + i,
+            "status": "ok",
+        }
+        for i in range(3)
+        for j in range(3)
+        if i != j
+        for peer in ("on", "off")
+    ]
     plt_, sns = plots._setup()
     fig = fig_peer_copy(plt_, sns, {"peer_copy": pd.DataFrame(rows)}, None)
     words = " ".join(t.get_text() for t in fig.findobj(match=lambda o: hasattr(o, "get_text")))
@@ -1038,7 +1304,7 @@ def test_peer_copy_heatmap_draws_the_matrix():
     plt.close("all")
 
 
-STOPPED_STAGE = '''
+STOPPED_STAGE = """
 import os, sys
 from pathlib import Path
 from accelbench.run import launch
@@ -1052,7 +1318,7 @@ try:
 except launch.Stopped as exc:
     print("stopped:", exc, flush=True)
     sys.exit(143)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -1060,10 +1326,17 @@ def test_a_stopped_stage_takes_its_ranks_with_it(tmp_path):
     """SIGTERM to the process running a world (a scheduler cancelling the job) ends every rank first: torchrun
     starts them in sessions of their own, so nothing else would."""
     (tmp_path / "fault_rank.py").write_text(FAULT_RANK)
-    proc = subprocess.Popen([sys.executable, "-c", STOPPED_STAGE, str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    pids = wait_for(lambda: len(launch.read_pid_files(tmp_path / "hang")) == 2 and launch.read_pid_files(
-        tmp_path / "hang"), 120, "two ranks")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_STAGE, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    pids = wait_for(
+        lambda: len(launch.read_pid_files(tmp_path / "hang")) == 2 and launch.read_pid_files(tmp_path / "hang"),
+        120,
+        "two ranks",
+    )
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "stopped: stopped by signal 15" in out, out
@@ -1078,21 +1351,31 @@ def test_srun_world_runs_one_torchrun_per_node_with_c10d_at_the_first_node(tmp_p
 
     from accelbench.run import launch
 
-    argv = launch.srun_torchrun_argv(2, 4, 29511, "accelbench.stages.scaling.rank", ["--backend", "cpu"],
-                                     rdzv_id="accelbench-scaling-1-29511", time_min=3, python="python-x")
+    argv = launch.srun_torchrun_argv(
+        2,
+        4,
+        29511,
+        "accelbench.stages.scaling.rank",
+        ["--backend", "cpu"],
+        rdzv_id="accelbench-scaling-1-29511",
+        time_min=3,
+        python="python-x",
+    )
     assert argv[0] == "srun" and "--nodes=2" in argv and "--ntasks-per-node=1" in argv
     assert "--kill-on-bad-exit=1" in argv and "--time=3" in argv
     script = argv[argv.index("-c") + 1]
     assert script == launch.SRUN_TASK and "29511" not in script and "python-x" not in script
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text('#!/bin/sh\nif [ "$2" = hostnames ]; then printf "gpu007\\ngpu008\\n"; '
-                                      'else echo "NodeName=$3 Arch=x86_64 NodeAddr=10.0.0.7 NodeHostName=$3"; fi\n')
+    (bin_dir / "scontrol").write_text(
+        '#!/bin/sh\nif [ "$2" = hostnames ]; then printf "gpu007\\ngpu008\\n"; '
+        'else echo "NodeName=$3 Arch=x86_64 NodeAddr=10.0.0.7 NodeHostName=$3"; fi\n'
+    )
     (bin_dir / "python-x").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu[007-008]"}
-    task = argv[argv.index("bash"):]
+    task = argv[argv.index("bash") :]
     proc = subprocess.run(task, capture_output=True, text=True, env=env, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
     printed = proc.stdout.splitlines()
@@ -1129,8 +1412,10 @@ def test_split_groups_as_nccl_tests_split():
     the nodes (inter); no split on one node or with one rank per node (the world is the inter-node measurement)."""
     from accelbench.stages.scaling.rank import split_groups
 
-    assert split_groups(8, 4) == {"intra_node": [[0, 1, 2, 3], [4, 5, 6, 7]],
-                                  "inter_node": [[0, 4], [1, 5], [2, 6], [3, 7]]}
+    assert split_groups(8, 4) == {
+        "intra_node": [[0, 1, 2, 3], [4, 5, 6, 7]],
+        "inter_node": [[0, 4], [1, 5], [2, 6], [3, 7]],
+    }
     assert split_groups(6, 2)["inter_node"] == [[0, 2, 4], [1, 3, 5]]
     assert split_groups(4, 4) == {} and split_groups(2, 1) == {} and split_groups(1, 1) == {}
     assert split_groups(6, 4) == {}  # uneven nodes: torchrun would not number them so
@@ -1162,5 +1447,11 @@ def test_collectives_in_a_sub_group_pass_the_group_and_its_first_rank():
         ops.call(c, ops.buffers(c, 4))
     ops.barrier()
     ops.reduce(1.0, "max")
-    assert calls == [("all_reduce", "g1"), ("broadcast", 4, "g1"), ("all_gather", "g1"), ("reduce_scatter", "g1"),
-                     ("all_reduce", "g1"), ("all_reduce", "g1")]
+    assert calls == [
+        ("all_reduce", "g1"),
+        ("broadcast", 4, "g1"),
+        ("all_gather", "g1"),
+        ("reduce_scatter", "g1"),
+        ("all_reduce", "g1"),
+        ("all_reduce", "g1"),
+    ]

@@ -18,8 +18,8 @@ from accelbench.measure.shape_search import Axis, QuantizedGemmModel, Space, coa
 from accelbench.measure.timing import Measurer, summarize
 from accelbench.run.config import config_hash, with_defaults
 from accelbench.run.io import Checkpoint
-from accelbench.stages.matmul_search import measure as matmul_search
 from accelbench.stages.matmul.measure import OperandPool, Settings, Shape, TorchMatmul
+from accelbench.stages.matmul_search import measure as matmul_search
 from accelbench.stages.matmul_search.measure import Estimator, search_device_dtype
 
 GRID = Space(Axis(64, 1024, 64), Axis(64, 1024, 64), Axis(64, 1024, 64))  # the CPU task's space: 4096 shapes
@@ -30,6 +30,7 @@ def scores(model):
 
 
 # ---- the method on synthetic devices ----------------------------------------------------------------
+
 
 def test_axis_space_and_coarse_indices():
     assert Axis(64, 1024, 64).values[:3] == (64, 128, 192) and len(Axis(64, 1024, 64)) == 16
@@ -113,10 +114,10 @@ def test_budget_is_kept_and_the_search_says_it_stopped_for_it():
 def test_a_shape_that_does_not_fit_is_left_out_and_smaller_ones_still_run():
     clock = FakeClock()
     model = QuantizedGemmModel()
-    big = lambda shape, phase: 100.0 if math.prod(shape) > 512 ** 3 else 0.0
+    big = lambda shape, phase: 100.0 if math.prod(shape) > 512**3 else 0.0
     result = search(GRID, lambda s, p: (model.tflops(*s), {}), budget_s=50.0, estimate_s=big, clock=clock)
     assert result.stop_reason == "budget"
-    assert all(math.prod(e.shape) <= 512 ** 3 for e in result.evaluations)
+    assert all(math.prod(e.shape) <= 512**3 for e in result.evaluations)
     assert len(result.evaluations) > 20
 
 
@@ -141,6 +142,7 @@ def test_untrustworthy_points_never_win():
 
 # ---- the stage's loop with planted kernels ------------------------------------------------------------
 
+
 class ModelKernels:
     """TorchMatmul's interface over a synthetic device; records what it was asked."""
 
@@ -164,7 +166,7 @@ class ModelKernels:
         self.reserved.append((dtype, largest))
 
     def probe(self, dtype, m):
-        return 2.0 * m ** 3 / (self.model.tflops(m, m, m) * 1e12)
+        return 2.0 * m**3 / (self.model.tflops(m, m, m) * 1e12)
 
     def check(self, dtype, size):
         return 1e-7
@@ -181,33 +183,61 @@ class ModelKernels:
 
 def small_cfg(**kw):
     axis = {"min": 64, "max": 512, "step": 64}
-    return {**with_defaults({"matmul": {"search": {"enabled": True, "m": axis, "n": axis, "k": axis}}})["matmul"]["search"],
-            **kw}
+    return {
+        **with_defaults({"matmul": {"search": {"enabled": True, "m": axis, "n": axis, "k": axis}}})["matmul"]["search"],
+        **kw,
+    }
 
 
 def stage_settings():
-    return Settings(min_run_time_s=0.3, point_budget_s=5.0, unstable_iqr_ratio=0.1, rotate_inputs=True,
-                    rel_error_max={"float32": 1e-4}, seed=0, threads=1)
+    return Settings(
+        min_run_time_s=0.3,
+        point_budget_s=5.0,
+        unstable_iqr_ratio=0.1,
+        rotate_inputs=True,
+        rel_error_max={"float32": 1e-4},
+        seed=0,
+        threads=1,
+    )
 
 
 def run_stage(kernels, tmp_path, cfg=None, clock=None):
     cfg = cfg or small_cfg(budget_s=1e6)
-    return search_device_dtype(kernels, dtype="float32", space=shape_search.Space.from_config(cfg), search_cfg=cfg,
-                               settings=stage_settings(), peak=(2.0, "test peak"),
-                               base={"device": "cpu", "config_hash": "h"},
-                               checkpoint=Checkpoint(tmp_path / "ck.jsonl", matmul_search.CHECKPOINT_KEY),
-                               config_hash="h", clock=clock or FakeClock(), log=lambda s: None)
+    return search_device_dtype(
+        kernels,
+        dtype="float32",
+        space=shape_search.Space.from_config(cfg),
+        search_cfg=cfg,
+        settings=stage_settings(),
+        peak=(2.0, "test peak"),
+        base={"device": "cpu", "config_hash": "h"},
+        checkpoint=Checkpoint(tmp_path / "ck.jsonl", matmul_search.CHECKPOINT_KEY),
+        config_hash="h",
+        clock=clock or FakeClock(),
+        log=lambda s: None,
+    )
 
 
 def test_stage_rows_every_evaluation_with_the_best_marked(tmp_path):
     k = ModelKernels()
     rows = run_stage(k, tmp_path)
     df = pd.DataFrame(rows)
-    assert set(registry.TABLES["matmul_search"].columns) - {"run_id", "host", "accelbench_version", "git_commit",
-                                                            "torch_version", "cuda_version", "hip_version",
-                                                            "container_image", "method_version", "backend",
-                                                            "device_name", "device_warmup_s", "device_warmup_calls",
-                                                            "device_warmup_status"} <= set(df.columns)
+    assert set(registry.TABLES["matmul_search"].columns) - {
+        "run_id",
+        "host",
+        "accelbench_version",
+        "git_commit",
+        "torch_version",
+        "cuda_version",
+        "hip_version",
+        "container_image",
+        "method_version",
+        "backend",
+        "device_name",
+        "device_warmup_s",
+        "device_warmup_calls",
+        "device_warmup_status",
+    } <= set(df.columns)
     assert df["best"].sum() == 1
     best = df[df["best"]].iloc[0]
     exhaustive_best = exhaustive(Space.from_config(small_cfg()), scores(k.model)).best
@@ -251,13 +281,15 @@ def test_estimator_errs_long_and_learns_the_overhead():
 
 # ---- the operand pool ------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def pooled():
     torch.set_num_threads(1)
     cpu = backends.get("cpu")
-    k = TorchMatmul("cpu", cpu, measurer=Measurer(cpu.synced_timer("cpu"), min_run_time_s=0.01, threads=1),
-                    reuse_operands=True)
-    k._cache_bytes = 1024 ** 2  # a 1 MiB "last-level cache": rotation without allocating hundreds of MiB
+    k = TorchMatmul(
+        "cpu", cpu, measurer=Measurer(cpu.synced_timer("cpu"), min_run_time_s=0.01, threads=1), reuse_operands=True
+    )
+    k._cache_bytes = 1024**2  # a 1 MiB "last-level cache": rotation without allocating hundreds of MiB
     return k
 
 
@@ -274,12 +306,12 @@ def test_pool_pairs_are_disjoint_aligned_views_of_the_right_shape(pooled):
             spans.append((start, start + t.numel()))
     spans.sort()
     assert all(e1 <= s2 for (_, e1), (s2, _) in zip(spans, spans[1:]))  # no two operands overlap
-    assert pool.elements >= OperandPool.MARGIN * 2 * 1024 ** 2 / 4  # spans twice the cache
+    assert pool.elements >= OperandPool.MARGIN * 2 * 1024**2 / 4  # spans twice the cache
 
 
 def test_pool_fp8_b_is_column_major_and_the_pool_grows(pooled):
     pool = OperandPool(pooled, "float8_e4m3fn")
-    (a, b), = pool.pairs(Shape(32, 48, 16), 1)
+    ((a, b),) = pool.pairs(Shape(32, 48, 16), 1)
     assert b.shape == (16, 48) and b.stride() == (1, 16) and a.dtype == torch.float8_e4m3fn
     before = pool.elements
     big = Shape(1024, 1024, 1024)
@@ -296,11 +328,15 @@ def test_pooled_time_rotates_and_checks_a_shape(pooled):
 
 # ---- the CLI on the CPU ----------------------------------------------------------------------------------
 
+
 def write_run(tmp_path, search_cfg: dict) -> str:
     cfg = with_defaults({"run": "t", "matmul": {"min_run_time_s": 0.02, "search": search_cfg}})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "t", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {"run": "t", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc", "accelbench_version": "0"}
+        )
+    )
     return str(path)
 
 
@@ -312,7 +348,7 @@ def cli(*argv) -> int:
 
 @pytest.fixture
 def small_llc(monkeypatch):
-    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024 ** 2)
+    monkeypatch.setattr(backends.CpuBackend, "cache_bytes", lambda self, device, info=None: 1024**2)
 
 
 def test_cli_off_writes_the_header_only(tmp_path):
@@ -324,13 +360,27 @@ def test_cli_off_writes_the_header_only(tmp_path):
 
 def test_cli_searches_on_the_cpu(tmp_path, small_llc):
     axis = {"min": 32, "max": 64, "step": 32}
-    run = write_run(tmp_path, {"enabled": True, "m": axis, "n": axis, "k": axis, "budget_s": 20.0,
-                               "min_run_time_s": 0.01, "coarse_points": 2, "confirm": 2})
+    run = write_run(
+        tmp_path,
+        {
+            "enabled": True,
+            "m": axis,
+            "n": axis,
+            "k": axis,
+            "budget_s": 20.0,
+            "min_run_time_s": 0.01,
+            "coarse_points": 2,
+            "confirm": 2,
+        },
+    )
     assert cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(tmp_path / "matmul_search_cpu.csv")
     assert list(df.columns[: len(registry.TABLES["matmul_search"].columns)]) == list(
-        registry.TABLES["matmul_search"].columns)
-    assert (df["run_id"] == "t").all() and (df["method_version"] == registry.STAGES["matmul-search"].method_version).all()
+        registry.TABLES["matmul_search"].columns
+    )
+    assert (df["run_id"] == "t").all() and (
+        df["method_version"] == registry.STAGES["matmul-search"].method_version
+    ).all()
     assert len(df[df["phase"] == "coarse"]) == 8 and (df["grid_points"] == 8).all()
     best = df[df["best"]]
     assert len(best) == 1 and best["phase"].iloc[0] == "confirm" and best["tflops"].iloc[0] > 0

@@ -71,18 +71,28 @@ def slurm_cluster():
     if os.environ.get("ACCELBENCH_SKIP_SLURM_TESTS") == "1" and os.environ.get("CI") != "true":
         pytest.skip("ACCELBENCH_SKIP_SLURM_TESTS=1")  # never in CI: there a missing SLURM is a failure
     if os.geteuid() != 0:
-        pytest.fail("the SLURM test needs root to install and start slurm "
-                    "(set ACCELBENCH_SKIP_SLURM_TESTS=1 to skip it on this machine)")
+        pytest.fail(
+            "the SLURM test needs root to install and start slurm "
+            "(set ACCELBENCH_SKIP_SLURM_TESTS=1 to skip it on this machine)"
+        )
     was_running = _daemons_alive()
     env = dict(os.environ, BASE=str(BASE), WITH_GPU="1")
 
     def down():
         # stops only the daemons .ci/slurm-up.sh recorded as started (and cancels their jobs)
-        return subprocess.run(["timeout", "-k", "10", "120", "bash", str(REPO / ".ci" / "slurm-down.sh")],
-                              capture_output=True, text=True, env=dict(env, PURGE="1"))
+        return subprocess.run(
+            ["timeout", "-k", "10", "120", "bash", str(REPO / ".ci" / "slurm-down.sh")],
+            capture_output=True,
+            text=True,
+            env=dict(env, PURGE="1"),
+        )
 
-    up = subprocess.run(["timeout", "-k", "10", "900", "bash", str(REPO / ".ci" / "slurm-up.sh")],
-                        capture_output=True, text=True, env=env)
+    up = subprocess.run(
+        ["timeout", "-k", "10", "900", "bash", str(REPO / ".ci" / "slurm-up.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if up.returncode != 0:
         if not was_running:
             down()
@@ -98,14 +108,16 @@ def make_profile(tmp: Path) -> Path:
     small memory requests (the node's RealMemory is 3/4 of this machine's), GPU stages in the
     "gpu" partition with the expression the profile documents."""
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    profile.update({
-        "latency-wait": 5,
-        "retries": 0,
-        "jobs": 4,
-        "slurm-init-seconds-before-status-checks": 2,
-        "slurm-keep-successful-logs": True,
-        "verbose": True,  # logs every sbatch command line
-    })
+    profile.update(
+        {
+            "latency-wait": 5,
+            "retries": 0,
+            "jobs": 4,
+            "slurm-init-seconds-before-status-checks": 2,
+            "slurm-keep-successful-logs": True,
+            "verbose": True,  # logs every sbatch command line
+        }
+    )
     set_res = profile.setdefault("set-resources", {}) or {}
     profile["set-resources"] = set_res
     for rule in [st.rule for st in registry.STAGES.values() if st.kind != "tool"]:
@@ -121,10 +133,25 @@ def make_profile(tmp: Path) -> Path:
 def run_snakemake(work: Path, profile: Path, *args: str, limit_s: int = 1500) -> subprocess.CompletedProcess:
     """snakemake in `work` through the SLURM profile, from the venv (jobs inherit this PATH:
     sbatch --export=ALL), bounded by timeout -k: the plugin can wait forever on a lost job."""
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               OMP_NUM_THREADS="1")
-    cmd = ["timeout", "-k", "30", str(limit_s), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--directory", str(work), "--configfile", str(work / "config.yaml"), "--profile", str(profile), *args]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    cmd = [
+        "timeout",
+        "-k",
+        "30",
+        str(limit_s),
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--profile",
+        str(profile),
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit_s + 120)
 
 
@@ -185,8 +212,9 @@ def slurm_run(slurm_cluster, tmp_path_factory):
     proc = run_snakemake(work, profile)
     out = proc.stdout + proc.stderr
     (work / "snakemake.log").write_text(out)
-    assert proc.returncode == 0, (f"snakemake through SLURM failed (rc={proc.returncode}; 124/137 = timed out)\n"
-                                  + _tail(out, 6000))
+    assert proc.returncode == 0, (
+        f"snakemake through SLURM failed (rc={proc.returncode}; 124/137 = timed out)\n" + _tail(out, 6000)
+    )
     who, lines = parse_run(out)
     return {"work": work, "out": out, "who": who, "sbatch": lines, "jobs": scontrol_jobs(who)}
 

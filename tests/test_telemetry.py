@@ -21,15 +21,22 @@ import pytest
 from accelbench import backends, registry
 from accelbench.measure import telemetry as tm
 
-
 # ------------------------------------------------------------------ a fake NVML (pynvml)
+
 
 class NVMLError(Exception):
     pass
 
 
-def fake_nvml(*, reasons: int = 0x1, energy_mj=None, power_mw: int = 312_500, old_api: bool = False,
-              uuids=("GPU-aaaa", "GPU-bbbb"), sm_mhz=(1410, 1980)):
+def fake_nvml(
+    *,
+    reasons: int = 0x1,
+    energy_mj=None,
+    power_mw: int = 312_500,
+    old_api: bool = False,
+    uuids=("GPU-aaaa", "GPU-bbbb"),
+    sm_mhz=(1410, 1980),
+):
     """A pynvml stand-in with two GPUs. ``energy_mj`` None: the energy counter is unsupported (pre-Volta)."""
     calls = []
     state = {"energy": 1_000_000 if energy_mj is None else energy_mj, "init": 0}
@@ -47,7 +54,12 @@ def fake_nvml(*, reasons: int = 0x1, energy_mj=None, power_mw: int = 312_500, ol
         return state["energy"]
 
     mod = SimpleNamespace(
-        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, NVMLError=NVMLError, calls=calls, state=state,
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        NVMLError=NVMLError,
+        calls=calls,
+        state=state,
         nvmlInit=lambda: state.__setitem__("init", state["init"] + 1),
         nvmlShutdown=lambda: state.__setitem__("init", state["init"] - 1),
         nvmlDeviceGetHandleByUUID=handle_by_uuid,
@@ -135,8 +147,10 @@ def test_nvml_reasons_decode_only_throttling_bits():
 
 # ------------------------------------------------------------------ a fake amdsmi
 
-def fake_amdsmi(*, hip_ids=(1, 0), temp=68_000, throttle=(1 << 36), energy_key="energy_accumulator",
-                power="N/A", average=250):
+
+def fake_amdsmi(
+    *, hip_ids=(1, 0), temp=68_000, throttle=(1 << 36), energy_key="energy_accumulator", power="N/A", average=250
+):
     """An amdsmi stand-in with two GPUs whose HIP ids are the reverse of their positions."""
     state = {"energy": 10_000, "init": False}
 
@@ -154,8 +168,11 @@ def fake_amdsmi(*, hip_ids=(1, 0), temp=68_000, throttle=(1 << 36), energy_key="
         amdsmi_shut_down=lambda: state.__setitem__("init", False),
         amdsmi_get_processor_handles=lambda: ["h0", "h1"],
         amdsmi_get_gpu_enumeration_info=lambda h: {"hip_id": hip_ids[int(h[1])]},
-        amdsmi_get_clock_info=lambda h, kind: {"clk": {"h0": 1700, "h1": 2100}[h] if kind == "gfx" else 1300,
-                                               "min_clk": 500, "max_clk": 2100},
+        amdsmi_get_clock_info=lambda h, kind: {
+            "clk": {"h0": 1700, "h1": 2100}[h] if kind == "gfx" else 1300,
+            "min_clk": 500,
+            "max_clk": 2100,
+        },
         amdsmi_get_power_info=lambda h: {"current_socket_power": power, "average_socket_power": average},
         amdsmi_get_energy_count=energy,
         amdsmi_get_temp_metric=lambda h, kind, metric: temp if kind == "hotspot" else 55,
@@ -221,8 +238,12 @@ def cpu_tree(tmp_path, *, cpufreq=True, rapl=True, throttle=True, cpus=(0, 1)) -
             write(cpu / f"cpu{c}" / "thermal_throttle" / "package_throttle_count", 2)
     if rapl:
         cap = sys_root / "class" / "powercap"
-        for zone, energy in (("intel-rapl:0", 1_000_000), ("intel-rapl:1", 2_000_000), ("intel-rapl:0:0", 7),
-                             ("intel-rapl-mmio:0", 9)):
+        for zone, energy in (
+            ("intel-rapl:0", 1_000_000),
+            ("intel-rapl:1", 2_000_000),
+            ("intel-rapl:0:0", 7),
+            ("intel-rapl-mmio:0", 9),
+        ):
             write(cap / zone / "energy_uj", energy)
             write(cap / zone / "max_energy_range_uj", 262_143_328_850)
     return sys_root, proc_root
@@ -240,17 +261,25 @@ class Clock:
 
 
 def fake_psutil(temps=None):
-    return SimpleNamespace(sensors_temperatures=lambda: temps or {},
-                           cpu_percent=lambda percpu=False: [90.0, 70.0, 10.0])
+    return SimpleNamespace(
+        sensors_temperatures=lambda: temps or {}, cpu_percent=lambda percpu=False: [90.0, 70.0, 10.0]
+    )
 
 
 def test_cpu_reader_from_cpufreq_rapl_and_thermal_throttle(tmp_path):
     sys_root, proc_root = cpu_tree(tmp_path)
-    temps = {"coretemp": [SimpleNamespace(label="Package id 0", current=64.0),
-                          SimpleNamespace(label="Core 0", current=61.0)]}
+    temps = {
+        "coretemp": [SimpleNamespace(label="Package id 0", current=64.0), SimpleNamespace(label="Core 0", current=61.0)]
+    }
     now = [100.0]  # a clock that moves only when told (or when the reader waits out its first power interval)
-    r = tm.CpuSysfsReader(sys_root=sys_root, proc_root=proc_root, cpus=[0, 1], psutil_module=fake_psutil(temps),
-                          clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)).open()
+    r = tm.CpuSysfsReader(
+        sys_root=sys_root,
+        proc_root=proc_root,
+        cpus=[0, 1],
+        psutil_module=fake_psutil(temps),
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    ).open()
     assert {"clock", "power", "energy", "temperature", "utilization", "throttle"} <= set(r.found), r.missing
     assert "cpufreq" in r.found["clock"] and "intel-rapl:0, intel-rapl:1" in r.found["energy"]  # packages only
     a = r.read(0.0)
@@ -273,8 +302,14 @@ def test_rapl_counter_wrap_is_corrected(tmp_path):
     cap = sys_root / "class" / "powercap"
     max_range = 262_143_328_850
     write(cap / "intel-rapl:0" / "energy_uj", max_range - 400_000)  # 0.4 J before the wrap
-    r = tm.CpuSysfsReader(sys_root=sys_root, proc_root=proc_root, cpus=[0, 1], psutil_module=fake_psutil(),
-                          clock=Clock(), sleep=lambda s: None).open()
+    r = tm.CpuSysfsReader(
+        sys_root=sys_root,
+        proc_root=proc_root,
+        cpus=[0, 1],
+        psutil_module=fake_psutil(),
+        clock=Clock(),
+        sleep=lambda s: None,
+    ).open()
     a = r.read(0.0)
     write(cap / "intel-rapl:0" / "energy_uj", 600_000)  # wrapped: 0.4 J + 0.6 J
     b = r.read(1.0)
@@ -329,10 +364,18 @@ def test_cpuinfo_parser():
 
 # ------------------------------------------------------------------ the statistics of a window
 
+
 def readings(clocks, *, power=None, energy=None, throttle=None, dt=0.05):
-    return [tm.Reading(t=i * dt, clock_mhz=c, power_w=None if power is None else power[i],
-                       energy_j=None if energy is None else energy[i],
-                       throttle=None if throttle is None else throttle[i]) for i, c in enumerate(clocks)]
+    return [
+        tm.Reading(
+            t=i * dt,
+            clock_mhz=c,
+            power_w=None if power is None else power[i],
+            energy_j=None if energy is None else energy[i],
+            throttle=None if throttle is None else throttle[i],
+        )
+        for i, c in enumerate(clocks)
+    ]
 
 
 def test_clock_settled_tells_a_ramp_from_a_steady_clock():
@@ -368,8 +411,11 @@ def test_energy_and_efficiency():
 
 
 def test_summarize_takes_medians_extremes_and_the_union_of_reasons():
-    rs = readings([1800, 1900, 1950, 1950, 1950], power=[300, 320, 340, 330, 335],
-                  throttle=[(), ("sw_power_cap",), (), ("hw_thermal",), ()])
+    rs = readings(
+        [1800, 1900, 1950, 1950, 1950],
+        power=[300, 320, 340, 330, 335],
+        throttle=[(), ("sw_power_cap",), (), ("hw_thermal",), ()],
+    )
     cols = tm.summarize(rs, "nvml", wall_offset=1000.0)
     assert cols["clock_mhz_median"] == 1950 and cols["clock_mhz_min"] == 1800 and cols["power_w_median"] == 330
     assert cols["throttled"] is True and cols["throttle_reasons"] == "hw_thermal;sw_power_cap"
@@ -380,6 +426,7 @@ def test_summarize_takes_medians_extremes_and_the_union_of_reasons():
 
 
 # ------------------------------------------------------------------ the sampler
+
 
 class CountingReader(tm.Reader):
     source = "fake"
@@ -419,8 +466,10 @@ def test_sampler_reads_on_a_thread_only_inside_windows():
     assert rows[0]["t_s"] == 0 and all(r["stage"] == "amp" and r["status"] == "ok" for r in rows)
 
 
-@pytest.mark.skipif(not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"),
-                    reason="per-thread nice values are a Linux feature")
+@pytest.mark.skipif(
+    not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"),
+    reason="per-thread nice values are a Linux feature",
+)
 def test_sampler_thread_yields_to_the_measurement():
     """The sampling thread runs at nice 19 (Linux: per thread), the measuring thread keeps its own priority."""
     seen = {}
@@ -430,6 +479,7 @@ def test_sampler_thread_yields_to_the_measurement():
             def clock():
                 seen[threading.current_thread().name] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
                 return 1500.0
+
             return {"clock": (clock, "fake clock")}, {}
 
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
@@ -444,7 +494,9 @@ def test_telemetry_off_and_no_sensors():
     with off.window() as w:
         pass
     cols = w.columns()
-    assert cols["telemetry_source"] == "off" and all(cols[c] is None for c in tm.WINDOW_COLUMNS if c != "telemetry_source")
+    assert cols["telemetry_source"] == "off" and all(
+        cols[c] is None for c in tm.WINDOW_COLUMNS if c != "telemetry_source"
+    )
     assert off.series("matmul")[0]["status"] == "off"
     none = tm.DeviceTelemetry(tm.NullReader("no reader here"), 20)
     with none.window() as w2:
@@ -464,14 +516,17 @@ def test_describe_is_what_devices_json_records():
 
 # ------------------------------------------------------------------ the backends choose the reader
 
+
 @pytest.mark.parametrize("name", backends.NAMES)
 def test_every_backend_gives_a_reader_of_its_declared_source(name):
     b = backends.get(name, import_module=importer()) if name != "cpu" else backends.get(name)
     reader = b.telemetry_reader("cpu" if name == "cpu" else f"{b.device_type}:0", {"device": "x"})
     assert reader.source == (b.telemetry or "none")
     if b.telemetry is None:
-        assert all(name.split()[0].lower() in why.lower() or b.title.lower() in why.lower()
-                   for why in reader.open().missing.values())
+        assert all(
+            name.split()[0].lower() in why.lower() or b.title.lower() in why.lower()
+            for why in reader.open().missing.values()
+        )
 
 
 def test_cuda_reader_uses_the_uuid_torch_reports():
@@ -491,6 +546,7 @@ def test_registry_columns_are_the_samplers():
 
 
 # ------------------------------------------------------------------ packaging
+
 
 def test_the_gpu_images_install_their_telemetry_library():
     import tomllib

@@ -15,12 +15,17 @@ from test_plots import svg_text
 from test_report import parse, raw_table
 
 
-
 def test_planted_throttling_is_a_warning_in_the_summary(fixtures):
     built = fixtures("two_runs")
     els = parse(built["report"].read_text())
-    warnings = [e for e in els if e["section"] == "summary" and e["tag"] == "li" and "data-device" in e["attrs"]
-                and "data-dtype" not in e["attrs"]]  # the throttling warnings, not the published-reference lines
+    warnings = [
+        e
+        for e in els
+        if e["section"] == "summary"
+        and e["tag"] == "li"
+        and "data-device" in e["attrs"]
+        and "data-dtype" not in e["attrs"]
+    ]  # the throttling warnings, not the published-reference lines
     mm = raw_table(built["results"], "matmul_*.csv")
     trials = raw_table(built["results"], "amp_*_trials.csv")
     cuda = mm[mm["device"] == "cuda:0"]
@@ -41,9 +46,14 @@ def test_planted_throttling_is_a_warning_in_the_summary(fixtures):
 def test_missing_sensors_are_named_with_why(fixtures):
     built = fixtures("two_runs")
     els = parse(built["report"].read_text())
-    rows = {(e["attrs"]["data-run"], e["attrs"]["data-device"]): e for e in els
-            if e["section"] == "telemetry" and e["tag"] == "tr" and "data-run" in e["attrs"]
-            and ("cpu_sysfs" in e["text"] or "nvml" in e["text"])}  # the sensor rows, not the soak's
+    rows = {
+        (e["attrs"]["data-run"], e["attrs"]["data-device"]): e
+        for e in els
+        if e["section"] == "telemetry"
+        and e["tag"] == "tr"
+        and "data-run" in e["attrs"]
+        and ("cpu_sysfs" in e["text"] or "nvml" in e["text"])
+    }  # the sensor rows, not the soak's
     laptop = rows[("laptop-cpu", "cpu")]
     assert "energy: RAPL" in laptop["text"] and "readable by root only" in laptop["text"]
     assert "power:" in laptop["text"] and "throttle reasons:" in laptop["text"]
@@ -67,8 +77,15 @@ def test_energy_efficiency_columns_are_the_fixture_numbers(fixtures):
     trials = raw_table(built["results"], "amp_*_trials.csv")
     g = trials[(trials["device"] == "cuda:0") & (trials["workload"] == "mlp") & (trials["mode"] == "amp_fp16")]
     els = parse(html)
-    amp_rows = [e for e in els if e["section"] == "amp" and e["tag"] == "tr" and "gpu-node-h100 · cuda:0" in e["text"]
-                and "mlp" in e["text"] and "amp_fp16" in e["text"]]
+    amp_rows = [
+        e
+        for e in els
+        if e["section"] == "amp"
+        and e["tag"] == "tr"
+        and "gpu-node-h100 · cuda:0" in e["text"]
+        and "mlp" in e["text"]
+        and "amp_fp16" in e["text"]
+    ]
     assert any(S.fmt_num(g["samples_per_j"].mean()) in r["text"] for r in amp_rows)
     assert "samples/J" in html and "GFLOP/J" in html
 
@@ -76,8 +93,11 @@ def test_energy_efficiency_columns_are_the_fixture_numbers(fixtures):
 def test_soak_boost_against_sustained(fixtures):
     built = fixtures("two_runs")
     els = parse(built["report"].read_text())
-    (row,) = [e for e in els if e["section"] == "telemetry" and e["tag"] == "tr" and "data-device" in e["attrs"]
-              and "FP8" in e["text"]]
+    (row,) = [
+        e
+        for e in els
+        if e["section"] == "telemetry" and e["tag"] == "tr" and "data-device" in e["attrs"] and "FP8" in e["text"]
+    ]
     soak = raw_table(built["results"], "matmul_soak_*.csv")
     ok = soak[soak["status"] == "ok"].sort_values("interval")
     settled = ok[ok["clock_settled"].map(S.as_bool).eq(True)]
@@ -92,8 +112,15 @@ def test_soak_boost_against_sustained(fixtures):
 def test_telemetry_figures(fixtures):
     plots = fixtures("two_runs")["plots"]
     strip = svg_text(plots / "telemetry.svg")
-    for text in ("clock (MHz)", "power (W)", "temperature (°C)", "throttled", "clock not settled (clock_ramp)",
-                 "laptop-cpu · cpu Ryzen 7 5800U", "gpu-node-h100 · cuda:0 H100 80GB HBM3"):
+    for text in (
+        "clock (MHz)",
+        "power (W)",
+        "temperature (°C)",
+        "throttled",
+        "clock not settled (clock_ramp)",
+        "laptop-cpu · cpu Ryzen 7 5800U",
+        "gpu-node-h100 · cuda:0 H100 80GB HBM3",
+    ):
         assert text in strip, text
     assert "no power reading on this device" in strip  # the laptop: said in words, not drawn as 0
     soak = svg_text(plots / "matmul_soak.svg")
@@ -128,10 +155,11 @@ def test_device_table_says_which_sensors_were_found_and_why_others_are_missing_i
     from accelbench.reporting.html import telemetry_text
 
     html = fixtures("two_runs")["report"].read_text()
-    assert 'telemetry={' not in html and '{&#34;found&#34;' not in html and '{"found"' not in html
+    assert "telemetry={" not in html and "{&#34;found&#34;" not in html and '{"found"' not in html
     assert "telemetry=cpu_sysfs at 20 Hz — found clock (cpu_sysfs clock)" in html
     assert "missing energy: RAPL" in html  # the reason, not cut
-    text = telemetry_text({"source": "nvml", "hz": 10.0, "found": {"power": "nvml power"},
-                           "missing": {"temperature": "no sensor"}})
+    text = telemetry_text(
+        {"source": "nvml", "hz": 10.0, "found": {"power": "nvml power"}, "missing": {"temperature": "no sensor"}}
+    )
     assert text == "nvml at 10 Hz — found power (nvml power) — missing temperature: no sensor"
     assert telemetry_text({"source": "off", "hz": 0, "found": {}, "missing": {}, "note": "off"}) == "off"

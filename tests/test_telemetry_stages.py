@@ -48,17 +48,29 @@ class PlantedTelemetry:
 def ramp_and_throttle():
     """8 readings over 0.35 s: the clock climbing 1200 -> 1980 MHz, one hw_thermal reading, 14 J used."""
     clocks = [1200, 1500, 1800, 1950, 1980, 1980, 1980, 1980]
-    return [tm.Reading(t=0.05 * i, clock_mhz=c, power_w=40.0, energy_j=2.0 * i,
-                       throttle=("hw_thermal",) if i == 5 else ()) for i, c in enumerate(clocks)]
+    return [
+        tm.Reading(t=0.05 * i, clock_mhz=c, power_w=40.0, energy_j=2.0 * i, throttle=("hw_thermal",) if i == 5 else ())
+        for i, c in enumerate(clocks)
+    ]
 
 
 def test_a_planted_throttle_and_clock_ramp_reach_the_point_rows(tmp_path):
     telemetry = PlantedTelemetry(ramp_and_throttle())
     k = FakeKernels(unsupported={"float16": "no fp16 here"})
     ck = Checkpoint(tmp_path / "ck.jsonl", ("device", "dtype", "n"))
-    rows = sweep(["cpu"], ["float32", "float16"], [64, 128], settings(), kernels_for=lambda d: k,
-                 device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-                 checkpoint=ck, config_hash="h", log=lambda s: None, telemetry_for=lambda d: telemetry)
+    rows = sweep(
+        ["cpu"],
+        ["float32", "float16"],
+        [64, 128],
+        settings(),
+        kernels_for=lambda d: k,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=ck,
+        config_hash="h",
+        log=lambda s: None,
+        telemetry_for=lambda d: telemetry,
+    )
     assert telemetry.windows == 4  # one window per point
     f32 = [r for r in rows if r["dtype"] == "float32"]
     for r in f32:
@@ -74,10 +86,19 @@ def test_a_planted_throttle_and_clock_ramp_reach_the_point_rows(tmp_path):
     assert all(r["status"] == "unsupported" and r["clock_ramp"] is None and r["gflop_per_j"] is None for r in fp16)
     assert all(r["throttled"] is True for r in fp16)  # the window still says what the device was doing
     # the checkpoint keeps the telemetry: a resumed sweep reports it without measuring again
-    again = sweep(["cpu"], ["float32", "float16"], [64, 128], settings(), kernels_for=lambda d: k,
-                  device_row=lambda d: {"device": d, "config_hash": "h"}, peak_for=lambda d, dt: (1e6, "x"),
-                  checkpoint=Checkpoint(tmp_path / "ck.jsonl", ("device", "dtype", "n")), config_hash="h",
-                  log=lambda s: None, telemetry_for=lambda d: telemetry)
+    again = sweep(
+        ["cpu"],
+        ["float32", "float16"],
+        [64, 128],
+        settings(),
+        kernels_for=lambda d: k,
+        device_row=lambda d: {"device": d, "config_hash": "h"},
+        peak_for=lambda d, dt: (1e6, "x"),
+        checkpoint=Checkpoint(tmp_path / "ck.jsonl", ("device", "dtype", "n")),
+        config_hash="h",
+        log=lambda s: None,
+        telemetry_for=lambda d: telemetry,
+    )
     assert telemetry.windows == 4 and [r["throttled"] for r in again] == [True] * 4
 
 
@@ -94,25 +115,42 @@ def test_point_telemetry_on_a_steady_window_and_without_one():
 
 
 def test_sweep_without_telemetry_is_off(tmp_path):
-    rows = sweep(["cpu"], ["float32"], [64], settings(), kernels_for=lambda d: FakeKernels(),
-                 device_row=lambda d: {"device": d}, peak_for=lambda d, dt: (None, "x"),
-                 checkpoint=Checkpoint(tmp_path / "ck.jsonl", ("device", "dtype", "n")), config_hash="h",
-                 log=lambda s: None)
+    rows = sweep(
+        ["cpu"],
+        ["float32"],
+        [64],
+        settings(),
+        kernels_for=lambda d: FakeKernels(),
+        device_row=lambda d: {"device": d},
+        peak_for=lambda d, dt: (None, "x"),
+        checkpoint=Checkpoint(tmp_path / "ck.jsonl", ("device", "dtype", "n")),
+        config_hash="h",
+        log=lambda s: None,
+    )
     assert rows[0]["telemetry_source"] == "off" and rows[0]["clock_mhz_median"] is None
 
 
 # ------------------------------------------------------------------ AMP trials
 
+
 def test_amp_trials_carry_their_window_and_a_planted_throttle(monkeypatch, tmp_path):
     def fake_trial(trial, amp_cfg, data, policy, *, backend, threads, steps_out):
-        return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
-                "workload": trial.workload, "mode": trial.mode, "seed": trial.seed, "status": "ok",
-                "samples_per_s": 1000.0}
+        return {
+            "backend": trial.backend,
+            "device": trial.device,
+            "device_name": trial.device_name,
+            "workload": trial.workload,
+            "mode": trial.mode,
+            "seed": trial.seed,
+            "status": "ok",
+            "samples_per_s": 1000.0,
+        }
 
     monkeypatch.setattr(amp, "run_trial_safely", fake_trial)
     st = stage_for(tmp_path, run_info_for(TINY_AMP | {"workloads": ["mlp"], "seeds": [0]}))
-    readings = [tm.Reading(t=0.1 * i, clock_mhz=3000.0, power_w=50.0, throttle=("sw_power_cap",) if i else ())
-                for i in range(5)]
+    readings = [
+        tm.Reading(t=0.1 * i, clock_mhz=3000.0, power_w=50.0, throttle=("sw_power_cap",) if i else ()) for i in range(5)
+    ]
     st.telemetries["cpu"] = PlantedTelemetry(readings)
     _, trials, _ = amp.run_backend(st, log=lambda s: None)
     assert len(trials) == 2
@@ -128,8 +166,15 @@ def test_amp_stage_samples_the_real_cpu(monkeypatch, tmp_path):
         import time
 
         time.sleep(0.15)
-        return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
-                "workload": trial.workload, "mode": trial.mode, "seed": trial.seed, "status": "ok"}
+        return {
+            "backend": trial.backend,
+            "device": trial.device,
+            "device_name": trial.device_name,
+            "workload": trial.workload,
+            "mode": trial.mode,
+            "seed": trial.seed,
+            "status": "ok",
+        }
 
     monkeypatch.setattr(amp, "run_trial_safely", fake_trial)
     st = stage_for(tmp_path, run_info_for(TINY_AMP | {"workloads": ["mlp"], "seeds": [0]}))
@@ -142,6 +187,7 @@ def test_amp_stage_samples_the_real_cpu(monkeypatch, tmp_path):
 
 
 # ------------------------------------------------------------------ the sustained mode
+
 
 class SoakKernels:
     """A device whose product takes ``call_s`` on a fake clock; it slows down after ``slow_after`` calls."""
@@ -199,11 +245,12 @@ def test_soak_records_intervals_and_where_the_clock_settled():
     clock = FakeClock()
     k = SoakKernels(clock, call_s=0.01, slow_after=250)  # 100 calls per 1 s interval, then 80
     telemetry = IntervalTelemetry([2100, 2000, 1900, 1900, 1905, 1898])
-    rows = run_soak(k, telemetry, dtype="bfloat16", n=1024, seconds=6.0, interval_s=1.0, clock=clock,
-                    log=lambda s: None)
+    rows = run_soak(
+        k, telemetry, dtype="bfloat16", n=1024, seconds=6.0, interval_s=1.0, clock=clock, log=lambda s: None
+    )
     assert [r["interval"] for r in rows] == list(range(6)) and all(r["status"] == "ok" for r in rows)
     assert rows[0]["calls"] == 100 and rows[-1]["calls"] == 80
-    flops = 2 * 1024 ** 3
+    flops = 2 * 1024**3
     assert rows[0]["tflops"] == pytest.approx(100 * flops / 1.0 / 1e12, rel=0.02)
     assert rows[-1]["tflops"] == pytest.approx(80 * flops / 1.0 / 1e12, rel=0.02)
     assert [r["clock_settled"] for r in rows] == [False, False, True, True, True, True]
@@ -214,18 +261,28 @@ def test_soak_records_intervals_and_where_the_clock_settled():
 def test_soak_failure_is_its_last_row():
     clock = FakeClock()
     k = SoakKernels(clock, call_s=0.1, fail_after=25)
-    rows = run_soak(k, IntervalTelemetry([1900]), dtype="float16", n=256, seconds=10.0, interval_s=1.0, clock=clock,
-                    log=lambda s: None)
+    rows = run_soak(
+        k,
+        IntervalTelemetry([1900]),
+        dtype="float16",
+        n=256,
+        seconds=10.0,
+        interval_s=1.0,
+        clock=clock,
+        log=lambda s: None,
+    )
     assert [r["status"] for r in rows] == ["ok", "ok", "oom"] and "out of memory" in rows[-1]["status_detail"]
     assert k.freed == 1
 
 
 def test_soak_target_is_the_largest_measured_point():
-    rows = [{"device": "cuda:0", "dtype": "float32", "n": 8192, "tflops": 50.0, "status": "ok"},
-            {"device": "cuda:0", "dtype": "bfloat16", "n": 8192, "tflops": 700.0, "status": "ok"},
-            {"device": "cuda:0", "dtype": "float16", "n": 16384, "tflops": float("nan"), "status": "oom"},
-            {"device": "cuda:0", "dtype": "float16", "n": 8192, "tflops": 900.0, "status": "invalid"},
-            {"device": "cuda:1", "dtype": "float32", "n": 16384, "tflops": 40.0, "status": "unstable"}]
+    rows = [
+        {"device": "cuda:0", "dtype": "float32", "n": 8192, "tflops": 50.0, "status": "ok"},
+        {"device": "cuda:0", "dtype": "bfloat16", "n": 8192, "tflops": 700.0, "status": "ok"},
+        {"device": "cuda:0", "dtype": "float16", "n": 16384, "tflops": float("nan"), "status": "oom"},
+        {"device": "cuda:0", "dtype": "float16", "n": 8192, "tflops": 900.0, "status": "invalid"},
+        {"device": "cuda:1", "dtype": "float32", "n": 16384, "tflops": 40.0, "status": "unstable"},
+    ]
     assert soak_target(rows, "cuda:0") == ("bfloat16", 8192)
     assert soak_target(rows, "cuda:1") == ("float32", 16384)
     assert soak_target(rows, "cuda:2") is None
@@ -256,8 +313,9 @@ def test_soak_rows_off_skipped_and_run():
     st = StubStage(["cpu"], 0)
     (off,) = soak_rows_for(st, [], {"soak_s": 0}, kernels_for=lambda d: None, log=lambda s: None)
     assert off["status"] == "off" and "soak_s is 0" in off["status_detail"] and off["device"] == "cpu"
-    (skipped,) = soak_rows_for(st, [{"device": "cpu", "status": "oom"}], {"soak_s": 2}, kernels_for=lambda d: None,
-                               log=lambda s: None)
+    (skipped,) = soak_rows_for(
+        st, [{"device": "cpu", "status": "oom"}], {"soak_s": 2}, kernels_for=lambda d: None, log=lambda s: None
+    )
     assert skipped["status"] == "skipped"
     asked = {}
 
@@ -265,19 +323,35 @@ def test_soak_rows_off_skipped_and_run():
         asked.update(kw)
         return [{"interval": 0, "status": "ok"}]
 
-    rows = soak_rows_for(st, [{"device": "cpu", "dtype": "float32", "n": 512, "tflops": 0.1, "status": "ok"}],
-                         {"soak_s": 3, "soak_interval_s": 0.5}, kernels_for=lambda d: "k", run=fake_run,
-                         log=lambda s: None)
-    assert rows == [{"run_id": "r", "backend": "cpu", "device": "cpu", "device_name": "Fake CPU", "interval": 0,
-                     "status": "ok"}]
+    rows = soak_rows_for(
+        st,
+        [{"device": "cpu", "dtype": "float32", "n": 512, "tflops": 0.1, "status": "ok"}],
+        {"soak_s": 3, "soak_interval_s": 0.5},
+        kernels_for=lambda d: "k",
+        run=fake_run,
+        log=lambda s: None,
+    )
+    assert rows == [
+        {"run_id": "r", "backend": "cpu", "device": "cpu", "device_name": "Fake CPU", "interval": 0, "status": "ok"}
+    ]
     assert asked["dtype"] == "float32" and asked["n"] == 512 and asked["seconds"] == 3 and asked["interval_s"] == 0.5
 
 
 # ------------------------------------------------------------------ the real CPU path, through the CLI
 
+
 def test_cli_writes_telemetry_columns_series_and_a_soak(tmp_path, small_llc):  # noqa: F811 (the fixture)
-    run = write_run(tmp_path, {"sizes": [64, 128], "dtypes": ["float32"], "min_run_time_s": 0.05, "fp8": False,
-                               "soak_s": 0.6, "soak_interval_s": 0.2})
+    run = write_run(
+        tmp_path,
+        {
+            "sizes": [64, 128],
+            "dtypes": ["float32"],
+            "min_run_time_s": 0.05,
+            "fp8": False,
+            "soak_s": 0.6,
+            "soak_interval_s": 0.2,
+        },
+    )
     assert run_cli("--run-file", run, "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
     df = pd.read_csv(tmp_path / "matmul_cpu.csv")
     assert (df["telemetry_source"] == "cpu_sysfs").all() and (df["telemetry_samples"] >= 2).all()
@@ -307,8 +381,11 @@ def test_cli_absent_backend_writes_absent_soak_and_series(tmp_path):
 
 def test_cli_telemetry_off(tmp_path, small_llc):  # noqa: F811 (the fixture)
     path = tmp_path / "run.json"
-    info = json.loads(Path(write_run(tmp_path, {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02,
-                                                "fp8": False})).read_text())
+    info = json.loads(
+        Path(
+            write_run(tmp_path, {"sizes": [64], "dtypes": ["float32"], "min_run_time_s": 0.02, "fp8": False})
+        ).read_text()
+    )
     info["config"]["telemetry"]["hz"] = 0
     path.write_text(json.dumps(info))
     assert run_cli("--run-file", str(path), "--backend", "cpu", "--threads", "1", "--out-dir", str(tmp_path)) == 0
@@ -317,4 +394,3 @@ def test_cli_telemetry_off(tmp_path, small_llc):  # noqa: F811 (the fixture)
     series = pd.read_csv(tmp_path / "telemetry_matmul_cpu.csv")
     assert list(series["status"]) == ["off"]
     assert math.isnan(series.loc[0, "time_unix_s"])
-

@@ -7,11 +7,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from accelbench.measure import timing
-from accelbench.measure.timing import MIN_BLOCKS, Measurer, is_unstable, iqr, median_ci95, summarize
+from accelbench.measure.timing import MIN_BLOCKS, Measurer, iqr, is_unstable, median_ci95, summarize
 
 
 def test_summarize_known_list():
@@ -31,8 +32,9 @@ def test_summarize_order_matters_only_to_the_order_statistics():
     # sorted series is a trend); the samples keep the order they were measured in
     assert a.ci_method == b.ci_method == "descriptive"
     assert b.lag1_autocorr > a.lag1_autocorr
-    assert dataclasses.replace(a, samples_s=(), lag1_autocorr=0.0) == dataclasses.replace(b, samples_s=(),
-                                                                                           lag1_autocorr=0.0)
+    assert dataclasses.replace(a, samples_s=(), lag1_autocorr=0.0) == dataclasses.replace(
+        b, samples_s=(), lag1_autocorr=0.0
+    )
     assert a.samples_s == (3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 7.0)
     assert sorted(a.samples_s) == list(b.samples_s)
 
@@ -79,13 +81,16 @@ def test_iqr_empty_is_nan():
     assert math.isnan(iqr([]))
 
 
-@pytest.mark.parametrize("iqr_s,median_s,threshold,expected", [
-    (0.05, 1.0, 0.1, False),
-    (0.1, 1.0, 0.1, False),   # at the threshold: not over it
-    (0.11, 1.0, 0.1, True),
-    (0.0, 0.0, 0.1, True),    # no time at all is not a stable measurement
-    (float("nan"), 1.0, 0.1, True),
-])
+@pytest.mark.parametrize(
+    "iqr_s,median_s,threshold,expected",
+    [
+        (0.05, 1.0, 0.1, False),
+        (0.1, 1.0, 0.1, False),  # at the threshold: not over it
+        (0.11, 1.0, 0.1, True),
+        (0.0, 0.0, 0.1, True),  # no time at all is not a stable measurement
+        (float("nan"), 1.0, 0.1, True),
+    ],
+)
 def test_is_unstable(iqr_s, median_s, threshold, expected):
     assert is_unstable(iqr_s, median_s, threshold) is expected
 

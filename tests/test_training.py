@@ -41,8 +41,10 @@ def amp_cfg(**sections) -> dict:
 
 # ------------------------------------------------------------------ FLOP counts
 
-@pytest.mark.parametrize("workload,preset", [("gpt", "gpt2-124m"), ("resnet", "resnet50"), ("gpt", "gpt2-350m"),
-                                             ("gpt", "llama-1b")])
+
+@pytest.mark.parametrize(
+    "workload,preset", [("gpt", "gpt2-124m"), ("resnet", "resnet50"), ("gpt", "gpt2-350m"), ("gpt", "llama-1b")]
+)
 def test_flop_counter_agrees_with_the_analytic_formula_within_3_percent(workload, preset):
     cfg = amp_cfg(**{workload: {"preset": preset}})
     counted = W.model_flops(workload, cfg, 2, torch)  # on the meta device: no memory, no compute
@@ -84,6 +86,7 @@ def test_flops_scale_with_batch_and_sizes_override_the_preset():
 
 # ------------------------------------------------------------------ the corpus and its floor
 
+
 def test_entropy_rate_is_exact_against_a_dense_eigenvector():
     gen = torch.Generator().manual_seed(3)
     succ, probs = gpt.markov_chain(12, 3, gen, torch)
@@ -122,8 +125,15 @@ def test_tiny_gpt_loss_falls_toward_the_known_floor(mode):
     wl = amp.workload_config(cfg, "gpt")
     data = amp.make_data("gpt", cfg, 0, torch)
     floor = amp.loss_floor("gpt", cfg, 0, torch)
-    row = amp.run_trial(amp.Trial("cpu", "cpu", "t", "gpt", mode, 0), wl, data, CPU.amp_policy("auto"),
-                        backend=CPU, threads=1, steps_out=[])
+    row = amp.run_trial(
+        amp.Trial("cpu", "cpu", "t", "gpt", mode, 0),
+        wl,
+        data,
+        CPU.amp_policy("auto"),
+        backend=CPU,
+        threads=1,
+        steps_out=[],
+    )
     assert row["status"] == "ok", row
     assert row["first_loss"] == pytest.approx(math.log(32), abs=0.3)  # starts near uniform over the vocabulary
     gap0, gap = row["first_loss"] - floor, row["test_loss"] - floor
@@ -144,8 +154,15 @@ def test_small_resnet_learns_and_counts_images():
     wl = amp.workload_config(cfg, "resnet")
     data = amp.make_data("resnet", cfg, 0, torch)
     assert data[0].dtype == torch.uint8 and data[0].shape[1:] == (3, 32, 32)
-    row = amp.run_trial(amp.Trial("cpu", "cpu", "t", "resnet", "fp32", 0), wl, data, CPU.amp_policy("auto"),
-                        backend=CPU, threads=1, steps_out=[])
+    row = amp.run_trial(
+        amp.Trial("cpu", "cpu", "t", "resnet", "fp32", 0),
+        wl,
+        data,
+        CPU.amp_policy("auto"),
+        backend=CPU,
+        threads=1,
+        steps_out=[],
+    )
     assert row["status"] == "ok" and row["final_loss"] < 0.8 * row["first_loss"]
     assert row["test_acc"] > row["majority_acc"] + 0.1
     assert row["images_per_s"] == pytest.approx(16 / row["step_median_s"]) and math.isnan(row["tokens_per_s"])
@@ -160,6 +177,7 @@ def test_channels_last_resnet_trains_the_same_model():
 
 
 # ------------------------------------------------------------------ MFU
+
 
 def test_training_columns_give_mfu_against_the_precisions_peak(monkeypatch):
     seen = []
@@ -177,19 +195,20 @@ def test_training_columns_give_mfu_against_the_precisions_peak(monkeypatch):
         assert cols["preset"] == "tiny" and cols["loss_floor_nats"] == 1.2
     assert seen == ["float32", "bfloat16", "bfloat16"]
     assert amp.peak_dtype("tf32_compiled", policy) == "tf32"  # CUDA's TF32 peak (untested on hardware)
-    no_peak = amp.training_columns({"mode": "fp32", "model_tflops_per_s": math.nan}, CPU, {}, policy, 1, math.nan,
-                                   cfg, "mlp")
+    no_peak = amp.training_columns(
+        {"mode": "fp32", "model_tflops_per_s": math.nan}, CPU, {}, policy, 1, math.nan, cfg, "mlp"
+    )
     assert math.isnan(no_peak["mfu_pct"]) and no_peak["preset"] == ""
 
 
 # ------------------------------------------------------------------ compile
 
+
 def test_compiled_modes_follow_the_eager_ones():
     assert amp.compiles({"compile": True}, "mlp") and not amp.compiles({"compile": False}, "gpt")
     assert amp.compiles({"compile": ["gpt"]}, "gpt") and not amp.compiles({"compile": ["gpt"]}, "resnet")
     policy = CPU.amp_policy("auto")
-    assert amp.modes_for(CPU, policy, {}, compiled=True) == ["fp32", "amp_bf16", "fp32_compiled",
-                                                             "amp_bf16_compiled"]
+    assert amp.modes_for(CPU, policy, {}, compiled=True) == ["fp32", "amp_bf16", "fp32_compiled", "amp_bf16_compiled"]
     assert amp.eager_mode("amp_bf16_compiled") == "amp_bf16" and amp.is_compiled("fp32_compiled")
 
 
@@ -202,12 +221,26 @@ def test_a_compile_failure_is_that_trials_compile_error(monkeypatch):
     wl = amp.workload_config(cfg, "gpt")
     data = amp.make_data("gpt", cfg, 0, torch)
     steps: list = []
-    row = amp.run_trial_safely(amp.Trial("cpu", "cpu", "t", "gpt", "fp32_compiled", 0), wl, data,
-                               CPU.amp_policy("auto"), backend=CPU, threads=1, steps_out=steps)
+    row = amp.run_trial_safely(
+        amp.Trial("cpu", "cpu", "t", "gpt", "fp32_compiled", 0),
+        wl,
+        data,
+        CPU.amp_policy("auto"),
+        backend=CPU,
+        threads=1,
+        steps_out=steps,
+    )
     assert row["status"] == "compile_error" and "planted inductor failure" in row["status_detail"]
     assert "\n" not in row["status_detail"]
-    eager = amp.run_trial_safely(amp.Trial("cpu", "cpu", "t", "gpt", "fp32", 0), wl, data,
-                                 CPU.amp_policy("auto"), backend=CPU, threads=1, steps_out=[])
+    eager = amp.run_trial_safely(
+        amp.Trial("cpu", "cpu", "t", "gpt", "fp32", 0),
+        wl,
+        data,
+        CPU.amp_policy("auto"),
+        backend=CPU,
+        threads=1,
+        steps_out=[],
+    )
     assert eager["status"] == "ok"  # the others go on
 
 
@@ -224,17 +257,23 @@ def test_no_cpp_compiler_makes_the_cpu_compiled_modes_unsupported(monkeypatch, t
     from accelbench.run.config import config_hash
     from accelbench.stages import common
 
-    config = with_defaults({"run": "t", "backends": ["cpu"], "warmup": {"n": 16, "max_iters": 20, "window": 3,
-                                                                         "rel_tol": 0.5},
-                            "amp": {"workloads": ["gpt"], "seeds": [0], "compile": True,
-                                    "gpt": {"steps": 3, "warmup_steps": 1}}})
+    config = with_defaults(
+        {
+            "run": "t",
+            "backends": ["cpu"],
+            "warmup": {"n": 16, "max_iters": 20, "window": 3, "rel_tol": 0.5},
+            "amp": {"workloads": ["gpt"], "seeds": [0], "compile": True, "gpt": {"steps": 3, "warmup_steps": 1}},
+        }
+    )
     run = tmp_path / "run.json"
     run.write_text(json.dumps({"run": "t", "config": config, "config_hash": config_hash(config), "git_commit": "t"}))
     st = common.start("amp", str(run), "cpu", 1)
     _, trials, _ = amp.run_backend(st, log=lambda *a: None)
     by_mode = {t["mode"]: t for t in trials}
-    assert by_mode["fp32_compiled"]["status"] == "unsupported" and "C++ compiler" in by_mode["fp32_compiled"][
-        "status_detail"]
+    assert (
+        by_mode["fp32_compiled"]["status"] == "unsupported"
+        and "C++ compiler" in by_mode["fp32_compiled"]["status_detail"]
+    )
     assert by_mode["fp32"]["status"] == "ok" and by_mode["amp_bf16"]["status"] == "ok"
     monkeypatch.setattr(cpu_backend.shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
     assert amp.compile_support(CPU) == ""
@@ -244,10 +283,22 @@ def test_summary_compares_a_compiled_mode_with_its_eager_mode():
     rows = []
     for seed in (0, 1, 2):
         for mode, step in (("fp32", 0.10), ("amp_bf16", 0.08), ("fp32_compiled", 0.05), ("amp_bf16_compiled", 0.04)):
-            rows.append({"backend": "cpu", "device": "cpu", "device_name": "c", "workload": "gpt", "mode": mode,
-                         "seed": seed, "amp_dtype": "bfloat16" if "amp" in mode else "float32",
-                         "step_median_s": step * (1 + 0.01 * seed), "test_acc": 0.5, "majority_acc": 0.1,
-                         "skipped_steps": 0, "status": "ok"})
+            rows.append(
+                {
+                    "backend": "cpu",
+                    "device": "cpu",
+                    "device_name": "c",
+                    "workload": "gpt",
+                    "mode": mode,
+                    "seed": seed,
+                    "amp_dtype": "bfloat16" if "amp" in mode else "float32",
+                    "step_median_s": step * (1 + 0.01 * seed),
+                    "test_acc": 0.5,
+                    "majority_acc": 0.1,
+                    "skipped_steps": 0,
+                    "status": "ok",
+                }
+            )
     s = summarize_trials(pd.DataFrame(rows), 0.02).set_index("mode")
     assert s.loc["fp32_compiled", "baseline"] == "fp32" and s.loc["amp_bf16_compiled", "baseline"] == "amp_bf16"
     assert s.loc["amp_bf16", "baseline"] == "fp32"
@@ -265,13 +316,21 @@ def test_torch_compile_trains_the_tiny_gpt_on_the_cpu():
     cfg = amp_cfg(compile=True, gpt={"steps": 12, "warmup_steps": 2})
     wl = amp.workload_config(cfg, "gpt")
     data = amp.make_data("gpt", cfg, 0, torch)
-    row = amp.run_trial(amp.Trial("cpu", "cpu", "t", "gpt", "fp32_compiled", 0), wl, data, CPU.amp_policy("auto"),
-                        backend=CPU, threads=1, steps_out=[])
+    row = amp.run_trial(
+        amp.Trial("cpu", "cpu", "t", "gpt", "fp32_compiled", 0),
+        wl,
+        data,
+        CPU.amp_policy("auto"),
+        backend=CPU,
+        threads=1,
+        steps_out=[],
+    )
     assert row["status"] == "ok" and row["compile_s"] > 10 * row["step_median_s"]
     assert row["final_loss"] < row["first_loss"]
 
 
 # ------------------------------------------------------------------ batch_size: max
+
 
 @pytest.mark.parametrize("fits_up_to,limit", [(37, 512), (1, 64), (64, 64), (100, 64), (0, 64)])
 def test_find_max_batch_bisects_to_the_largest_that_fits(fits_up_to, limit):
@@ -326,17 +385,24 @@ def test_batch_search_that_fails_otherwise_raises(monkeypatch):
 
 # ------------------------------------------------------------------ bad input, before any job
 
-@pytest.mark.parametrize("section,expect", [
-    ({"gpt": {"preset": "gpt-5"}}, "amp.gpt.preset: 'gpt-5' is not allowed; allowed: tiny, gpt2-124m"),
-    ({"gpt": {"preset": "gpt2-124m", "d_model": 770}}, "amp.gpt.n_heads: 12 does not divide amp.gpt.d_model (770)"),
-    ({"gpt": {"batch_size": "lots"}}, "amp.gpt.batch_size: 'lots' is not allowed; allowed: a positive integer, max"),
-    ({"resnet": {"batch_size": "16"}}, "amp.resnet.batch_size: '16' is not allowed; allowed: a positive integer"),
-    ({"resnet": {"preset": "resnet18"}}, "amp.resnet.preset: 'resnet18' is not allowed; allowed: small, resnet50"),
-    ({"gpt": {"batch_size": 4096}}, "amp.gpt.batch_size: 4096 is larger than amp.gpt.n_train (512)"),
-    ({"gpt": {"preset": "llama-1b", "n_heads": 2048}}, "amp.gpt.d_model: head size 2048/2048 = 1 is odd"),
-    ({"compile": "yes"}, "amp.compile: 'yes' is not allowed; allowed: true, false, or a list of workloads"),
-    ({"compile": ["gpt"], "gpt": {"warmup_steps": 0}}, "amp.gpt.warmup_steps: 0 with amp.compile on"),
-])
+
+@pytest.mark.parametrize(
+    "section,expect",
+    [
+        ({"gpt": {"preset": "gpt-5"}}, "amp.gpt.preset: 'gpt-5' is not allowed; allowed: tiny, gpt2-124m"),
+        ({"gpt": {"preset": "gpt2-124m", "d_model": 770}}, "amp.gpt.n_heads: 12 does not divide amp.gpt.d_model (770)"),
+        (
+            {"gpt": {"batch_size": "lots"}},
+            "amp.gpt.batch_size: 'lots' is not allowed; allowed: a positive integer, max",
+        ),
+        ({"resnet": {"batch_size": "16"}}, "amp.resnet.batch_size: '16' is not allowed; allowed: a positive integer"),
+        ({"resnet": {"preset": "resnet18"}}, "amp.resnet.preset: 'resnet18' is not allowed; allowed: small, resnet50"),
+        ({"gpt": {"batch_size": 4096}}, "amp.gpt.batch_size: 4096 is larger than amp.gpt.n_train (512)"),
+        ({"gpt": {"preset": "llama-1b", "n_heads": 2048}}, "amp.gpt.d_model: head size 2048/2048 = 1 is odd"),
+        ({"compile": "yes"}, "amp.compile: 'yes' is not allowed; allowed: true, false, or a list of workloads"),
+        ({"compile": ["gpt"], "gpt": {"warmup_steps": 0}}, "amp.gpt.warmup_steps: 0 with amp.compile on"),
+    ],
+)
 def test_bad_workload_input_is_one_line_naming_the_key(section, expect):
     config = {"run": "t", "amp": {"workloads": ["gpt", "resnet"], **section}}
     with pytest.raises(ConfigError) as err:
@@ -352,11 +418,18 @@ def test_a_bad_size_of_a_workload_not_run_is_not_checked_but_a_preset_is_valid_e
 
 # ------------------------------------------------------------------ the report's training section and references
 
+
 def test_a_published_figure_is_compared_only_where_device_model_and_precision_match():
     from accelbench.stages.amp import references
 
-    a100 = {"device_name": "NVIDIA A100-SXM4-80GB", "workload": "resnet", "preset": "resnet50", "mode": "amp_fp16",
-            "images_per_s": 1235.0, "world": 1}
+    a100 = {
+        "device_name": "NVIDIA A100-SXM4-80GB",
+        "workload": "resnet",
+        "preset": "resnet50",
+        "mode": "amp_fp16",
+        "images_per_s": 1235.0,
+        "world": 1,
+    }
     rows = {r["label"]: r for r in references.compare([a100])}
     amp_ref = rows["DeepLearningExamples ResNet-50 v1.5, AMP"]
     assert amp_ref["differs"] == "" and amp_ref["ratio"] == pytest.approx(1235.0 / 2470.0)
@@ -366,11 +439,20 @@ def test_a_published_figure_is_compared_only_where_device_model_and_precision_ma
     (row,) = [r for r in references.compare([h200]) if r["label"].endswith("AMP")]
     for phrase in ("device: here NVIDIA H200", "model: here resnet preset small", "compile: here torch.compile"):
         assert phrase in row["differs"]
-    gpt_point = {"device_name": "NVIDIA H100 80GB HBM3", "workload": "gpt", "preset": "gpt2-124m",
-                 "mode": "amp_bf16", "tokens_per_s": 4e5, "world": 1}
+    gpt_point = {
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "workload": "gpt",
+        "preset": "gpt2-124m",
+        "mode": "amp_bf16",
+        "tokens_per_s": 4e5,
+        "world": 1,
+    }
     titan = [r for r in references.compare([gpt_point]) if r["label"].startswith("torchtitan")]
-    assert len(titan) == 2 and all("model: here gpt preset gpt2-124m, the figure's Llama 3.1 8B" in r["differs"]
-                                   and "GPUs: here 1, the figure's 8" in r["differs"] for r in titan)
+    assert len(titan) == 2 and all(
+        "model: here gpt preset gpt2-124m, the figure's Llama 3.1 8B" in r["differs"]
+        and "GPUs: here 1, the figure's 8" in r["differs"]
+        for r in titan
+    )
     assert references.compare([]) == []  # no trial of a workload: no line for its figures
     for ref in references.REFERENCES:  # every figure says where it is from
         assert ref["url"].startswith("https://github.com/") and "commit" in ref["source"] and ref["setting"]
@@ -379,15 +461,41 @@ def test_a_published_figure_is_compared_only_where_device_model_and_precision_ma
 def test_training_section_context_from_trials_and_summary():
     from accelbench.stages.amp import training_report
 
-    trials = pd.DataFrame([
-        {"run_id": "r", "device": "cpu", "device_name": "c", "workload": w, "mode": m, "seed": s, "status": "ok",
-         "preset": "tiny", "batch_size": 16, "batch_search": "fixed", "tokens_per_s": 1000.0 * (1 + s),
-         "images_per_s": math.nan, "mfu_pct": 5.0, "model_tflops_per_s": 0.01, "peak_tflops": 0.2,
-         "peak_dtype": "float32", "model_flops_per_step": 1e8, "analytic_flops_per_step": 1.02e8,
-         "peak_mem_bytes": 2 ** 21, "compile_s": math.nan, "test_loss": 1.4, "test_acc": 0.5, "loss_floor_nats": 1.1}
-        for w in ("gpt", "mlp") for m in ("fp32",) for s in (0, 1)])
-    series = pd.DataFrame([{"run_id": "r", "device": "cpu", "device_label": "cpu", "label": "r cpu",
-                            "color": "#123456"}])
+    trials = pd.DataFrame(
+        [
+            {
+                "run_id": "r",
+                "device": "cpu",
+                "device_name": "c",
+                "workload": w,
+                "mode": m,
+                "seed": s,
+                "status": "ok",
+                "preset": "tiny",
+                "batch_size": 16,
+                "batch_search": "fixed",
+                "tokens_per_s": 1000.0 * (1 + s),
+                "images_per_s": math.nan,
+                "mfu_pct": 5.0,
+                "model_tflops_per_s": 0.01,
+                "peak_tflops": 0.2,
+                "peak_dtype": "float32",
+                "model_flops_per_step": 1e8,
+                "analytic_flops_per_step": 1.02e8,
+                "peak_mem_bytes": 2**21,
+                "compile_s": math.nan,
+                "test_loss": 1.4,
+                "test_acc": 0.5,
+                "loss_floor_nats": 1.1,
+            }
+            for w in ("gpt", "mlp")
+            for m in ("fp32",)
+            for s in (0, 1)
+        ]
+    )
+    series = pd.DataFrame(
+        [{"run_id": "r", "device": "cpu", "device_label": "cpu", "label": "r cpu", "color": "#123456"}]
+    )
     ctx = training_report.context({"amp_trials": trials, "amp_summary": pd.DataFrame()}, series, {})["training"]
     (row,) = ctx["rows"]  # gpt only: mlp is not a training workload of this section
     assert row["label"] == "r cpu" and row["rate"] == "1,500 tokens/s"  # the mean over the two seeds

@@ -11,10 +11,10 @@ import torch
 
 from accelbench import backends, registry
 from accelbench.measure.stability import DeviceWarmup
+from accelbench.measure.timing import Measurer, summarize
+from accelbench.run.config import config_hash, with_defaults
 from accelbench.stages import common
 from accelbench.stages.transfer import measure as transfer
-from accelbench.run.config import config_hash, with_defaults
-from accelbench.measure.timing import Measurer, summarize
 from accelbench.stages.transfer.measure import TorchCopies, device_rows, gbps, measure_copy, size_bytes
 
 CFG = {"sizes_mb": [2, 1], "min_run_time_s": 0.01, "unstable_iqr_ratio": 0.1}
@@ -84,8 +84,9 @@ def test_unpinnable_memory_is_unsupported_and_oom_is_recorded():
 
 
 def test_unstable_copy():
-    row = measure_copy(FakeCopies(), FakeMeasurer(spread=0.5), direction="h2d", memory="pageable", nbytes=10**6,
-                       unstable_iqr_ratio=0.1)
+    row = measure_copy(
+        FakeCopies(), FakeMeasurer(spread=0.5), direction="h2d", memory="pageable", nbytes=10**6, unstable_iqr_ratio=0.1
+    )
     assert row["status"] == "unstable" and "IQR/median" in row["status_detail"]
 
 
@@ -105,8 +106,11 @@ def test_real_copies_between_cpu_tensors():
 def write_run(tmp_path) -> str:
     cfg = with_defaults({"run": "x", "transfer": {"sizes_mb": [1]}})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "x", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {"run": "x", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc", "accelbench_version": "0"}
+        )
+    )
     return str(path)
 
 
@@ -117,7 +121,9 @@ def test_cli_absent_rows(tmp_path, backend, reason):
     out = tmp_path / f"transfer_{backend}.csv"
     assert main(["transfer", "--run-file", write_run(tmp_path), "--backend", backend, "--out-dir", str(tmp_path)]) == 0
     df = pd.read_csv(out)
-    assert list(df.columns[: len(list(registry.TABLES["transfer"].columns))]) == list(registry.TABLES["transfer"].columns)
+    assert list(df.columns[: len(list(registry.TABLES["transfer"].columns))]) == list(
+        registry.TABLES["transfer"].columns
+    )
     assert len(df) == 1 and df.loc[0, "status"] == "absent" and reason in df.loc[0, "status_detail"]
     assert df.loc[0, "backend"] == backend and df.loc[0, "run_id"] == "x"
     assert df.loc[0, "method_version"] == registry.STAGES["transfer"].method_version
@@ -135,8 +141,11 @@ def test_cli_on_a_fake_accelerator(tmp_path, monkeypatch):
 
     monkeypatch.setattr(backends.CudaBackend, "devices", lambda self: ["cuda:0", "cuda:1"])
     monkeypatch.setattr(common, "warm_device", fake_warm)
-    monkeypatch.setattr(transfer, "device_rows", lambda d, cfg, **k: device_rows(
-        d, cfg, copies=FakeCopies(), measurer=FakeMeasurer(), log=lambda s: None))
+    monkeypatch.setattr(
+        transfer,
+        "device_rows",
+        lambda d, cfg, **k: device_rows(d, cfg, copies=FakeCopies(), measurer=FakeMeasurer(), log=lambda s: None),
+    )
     assert main(["transfer", "--run-file", write_run(tmp_path), "--backend", "cuda", "--out-dir", str(tmp_path)]) == 0
     df = pd.read_csv(tmp_path / "transfer_cuda.csv")
     assert list(df["device"].unique()) == ["cuda:0", "cuda:1"] and len(df) == 2 * 4
@@ -166,11 +175,13 @@ def test_cli_warms_each_device_and_records_it_and_the_method_version(tmp_path, m
     from accelbench.cli import main
 
     monkeypatch.setitem(backends.CLASSES, "cuda", HostAsAccelerator)
-    cfg = {"run": "t", "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
-           "transfer": {"sizes_mb": [0.01], "min_run_time_s": 0.002, "unstable_iqr_ratio": 10.0}}
+    cfg = {
+        "run": "t",
+        "warmup": {"n": 16, "max_iters": 30, "window": 3, "rel_tol": 0.5},
+        "transfer": {"sizes_mb": [0.01], "min_run_time_s": 0.002, "unstable_iqr_ratio": 10.0},
+    }
     run = run_info_file(tmp_path, cfg)
-    assert main(["transfer", "--run-file", run, "--backend", "cuda", "--threads", "1",
-                 "--out-dir", str(tmp_path)]) == 0
+    assert main(["transfer", "--run-file", run, "--backend", "cuda", "--threads", "1", "--out-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     df = pd.read_csv(tmp_path / registry.TABLES["transfer"].filename("cuda"))
     assert len(df) == 4 and set(df["device"]) == {"cpu"}

@@ -20,14 +20,17 @@ def scripted(times):
     return lambda: next(it)
 
 
-@pytest.mark.parametrize("times,window,tol,expected", [
-    ([1.0, 1.0, 1.0], 3, 0.05, True),
-    ([1.0, 1.0], 3, 0.05, False),             # not enough calls yet
-    ([9.0, 1.0, 1.04, 0.96], 3, 0.05, True),  # only the last window counts
-    ([1.0, 1.0, 1.1], 3, 0.05, False),
-    ([1.0, 1.0, 1.1], 3, 0.11, True),
-    ([0.0, 0.0, 0.0], 3, 0.05, False),        # zero time: nothing was measured
-])
+@pytest.mark.parametrize(
+    "times,window,tol,expected",
+    [
+        ([1.0, 1.0, 1.0], 3, 0.05, True),
+        ([1.0, 1.0], 3, 0.05, False),  # not enough calls yet
+        ([9.0, 1.0, 1.04, 0.96], 3, 0.05, True),  # only the last window counts
+        ([1.0, 1.0, 1.1], 3, 0.05, False),
+        ([1.0, 1.0, 1.1], 3, 0.11, True),
+        ([0.0, 0.0, 0.0], 3, 0.05, False),  # zero time: nothing was measured
+    ],
+)
 def test_stable_window(times, window, tol, expected):
     assert stable_window(times, window, tol) is expected
 
@@ -47,8 +50,7 @@ def test_never_stable_stops_at_max_iters():
 
 def test_device_rows_one_per_call_and_error_row():
     cfg = {"n": 8, "window": 2, "rel_tol": 0.1, "max_iters": 20}
-    rows = warmup.device_rows(CPU, "cpu", cfg, threads=3,
-                              make_call=lambda b, d, n, s: scripted([4.0, 2.0, 1.0, 1.0]))
+    rows = warmup.device_rows(CPU, "cpu", cfg, threads=3, make_call=lambda b, d, n, s: scripted([4.0, 2.0, 1.0, 1.0]))
     assert [r["iter"] for r in rows] == [0, 1, 2, 3]
     assert [r["iter_s"] for r in rows] == [4.0, 2.0, 1.0, 1.0]
     assert {r["cold_s"] for r in rows} == {4.0} and {r["stable_at_iter"] for r in rows} == {2}
@@ -69,8 +71,11 @@ def test_real_call_on_cpu_times_a_product():
 def write_run(tmp_path, warm_cfg) -> str:
     cfg = with_defaults({"run": "w", "warmup": warm_cfg})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"run": "w", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc",
-                                "accelbench_version": "0"}))
+    path.write_text(
+        json.dumps(
+            {"run": "w", "config": cfg, "config_hash": config_hash(cfg), "git_commit": "abc", "accelbench_version": "0"}
+        )
+    )
     return str(path)
 
 
@@ -106,6 +111,7 @@ def test_cli_absent_backend(tmp_path):
 
 # ---- the measuring stages warm their devices with the same rule (measure.stability.warm_device)
 
+
 @pytest.mark.parametrize("k,window", [(0, 2), (1, 3), (4, 3), (7, 5)])
 def test_warm_device_uses_the_warmup_stage_rule(k, window):
     """k cold calls, then a steady time: the first stable window is calls k .. k + window - 1 (0-based), so
@@ -128,8 +134,11 @@ def test_warm_device_uses_the_warmup_stage_rule(k, window):
     assert {row["stable_at_iter"] for row in rows} == {w.calls - window}
     assert w.seconds > 0
     assert list(w.columns()) == list(registry.DEVICE_WARMUP)
-    assert w.columns() == {"device_warmup_s": w.seconds, "device_warmup_calls": k + window,
-                           "device_warmup_status": "ok"}
+    assert w.columns() == {
+        "device_warmup_s": w.seconds,
+        "device_warmup_calls": k + window,
+        "device_warmup_status": "ok",
+    }
 
 
 def test_warm_device_never_stable_and_failing():

@@ -13,9 +13,18 @@ TINY = {
         "point_budget_s": 2.0,
         "shapes": [{"m": 64, "n": 96, "k": 32, "name": "qkv"}],
         # a 2 x 2 x 2 grid: coarse grid, compass search and confirmation all run, in seconds
-        "search": {"enabled": True, "dtypes": ["float32"], "m": {"min": 32, "max": 64, "step": 32},
-                   "n": {"min": 32, "max": 64, "step": 32}, "k": {"min": 32, "max": 64, "step": 32},
-                   "budget_s": 15.0, "min_run_time_s": 0.01, "coarse_points": 2, "starts": 1, "confirm": 2},
+        "search": {
+            "enabled": True,
+            "dtypes": ["float32"],
+            "m": {"min": 32, "max": 64, "step": 32},
+            "n": {"min": 32, "max": 64, "step": 32},
+            "k": {"min": 32, "max": 64, "step": 32},
+            "budget_s": 15.0,
+            "min_run_time_s": 0.01,
+            "coarse_points": 2,
+            "starts": 1,
+            "confirm": 2,
+        },
     },
     "membw": {"min_kb": 64, "max_mb": 1, "min_run_time_s": 0.02},
     "transfer": {"sizes_mb": [1]},
@@ -50,10 +59,20 @@ SCALING_ON = {
 # per kernel. Every stage still runs (each job's floor is its process start, about 3 s here).
 AB_TINY = {
     **TINY,
-    "matmul": {"sizes": [64, 128], "dtypes": ["float32"], "fp8": False, "min_run_time_s": 0.05,
-               "point_budget_s": 2.0},
+    "matmul": {"sizes": [64, 128], "dtypes": ["float32"], "fp8": False, "min_run_time_s": 0.05, "point_budget_s": 2.0},
     "amp": {**TINY["amp"], "workloads": ["mlp"], "seeds": [0]},
-    "attention": {"host": {"kernels": ["math"], "dtypes": ["float32"], "fp8": False, "modes": ["forward"], "batch": 1,
-                           "heads": 2, "seq_lens": [64], "head_dims": [64], "causal": [False],
-                           "min_run_time_s": 0.02}},
+    "attention": {
+        "host": {
+            "kernels": ["math"],
+            "dtypes": ["float32"],
+            "fp8": False,
+            "modes": ["forward"],
+            "batch": 1,
+            "heads": 2,
+            "seq_lens": [64],
+            "head_dims": [64],
+            "causal": [False],
+            "min_run_time_s": 0.02,
+        }
+    },
 }

@@ -23,13 +23,25 @@ def snakemake_argv(workdir: Path, *args: str, repo: Path = REPO) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir), *args]
 
 
-def run_snakemake(workdir: Path, *args: str, config: dict | None = None, config_name: str = "config.yaml",
-                  env: dict | None = None, timeout: int = 300, repo: Path = REPO) -> subprocess.CompletedProcess:
+def run_snakemake(
+    workdir: Path,
+    *args: str,
+    config: dict | None = None,
+    config_name: str = "config.yaml",
+    env: dict | None = None,
+    timeout: int = 300,
+    repo: Path = REPO,
+) -> subprocess.CompletedProcess:
     """``snakemake -s <repo>/Snakefile --directory workdir [--configfile workdir/config_name] *args``.
 
     With ``config``, it is written to ``workdir/config_name`` first and passed as ``--configfile``."""
     if config is not None:
         (workdir / config_name).write_text(yaml.safe_dump(config))
         args = ("--configfile", str(workdir / config_name), *args)
-    return subprocess.run(snakemake_argv(workdir, *args, repo=repo), capture_output=True, text=True,
-                          timeout=timeout, env=snakemake_env(env))
+    return subprocess.run(
+        snakemake_argv(workdir, *args, repo=repo),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=snakemake_env(env),
+    )

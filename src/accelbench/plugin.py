@@ -150,7 +150,7 @@ class Table:
     samples: str | None = None
     since: str | None = None
     added_defaults: dict = field(default_factory=dict)  # this table's own added columns and their defaults
-    added_from: dict = field(default_factory=dict)      # added columns that older files fill from another column
+    added_from: dict = field(default_factory=dict)  # added columns that older files fill from another column
     # aggregate's completeness check of one file: check(df, table, config, path, problems, run_id)
     check: Hook | None = None
     roofline: Roofline | None = None  # its part in the roofline (points, compute or memory roofs)

@@ -21,9 +21,20 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from .columns import (ADDED_COLUMNS as _SHARED_ADDED, DEVICE, DEVICE_WARMUP, PROVENANCE, SAMPLE_COLUMNS,  # noqa: F401
-                      TELEMETRY, TELEMETRY_EXTRA, TELEMETRY_NUMERIC, TELEMETRY_SERIES, TELEMETRY_SERIES_NUMERIC,
-                      THROTTLE)
+# the shared columns, re-exported (the registry is where other modules read them: F401 is off for this file)
+from .columns import ADDED_COLUMNS as _SHARED_ADDED
+from .columns import (
+    DEVICE,
+    DEVICE_WARMUP,
+    PROVENANCE,
+    SAMPLE_COLUMNS,
+    TELEMETRY,
+    TELEMETRY_EXTRA,
+    TELEMETRY_NUMERIC,
+    TELEMETRY_SERIES,
+    TELEMETRY_SERIES_NUMERIC,
+    THROTTLE,
+)
 from .plugin import Figure, Headline, Hook, Resources, Section, Stage, Table
 
 # The stage plug-ins, in the order their stages run on one backend (each after the one before: never two at once).
@@ -44,49 +55,125 @@ PLUGINS: tuple[str, ...] = (
 # ---------------------------------------------------------------------------------------------------------
 
 CORE_TABLES = (
-    Table("runs", None, (
-        "run_id", "run_dir", "host", "timestamp_utc", "accelbench_version", "git_commit", "config_hash",
-        "python_version", "torch_version", "cuda_version", "hip_version", "container_image", "cpu_model",
-        "backends_requested", "backends_present", "threads", "complete", "config_json", "env_json",
-        "packages_json", "cpu_json"), stage="aggregate"),
-    Table("devices", None, ("run_id", "host", "backend", "present", "reason", "device", "device_name"),
-          stage="aggregate"),
+    Table(
+        "runs",
+        None,
+        (
+            "run_id",
+            "run_dir",
+            "host",
+            "timestamp_utc",
+            "accelbench_version",
+            "git_commit",
+            "config_hash",
+            "python_version",
+            "torch_version",
+            "cuda_version",
+            "hip_version",
+            "container_image",
+            "cpu_model",
+            "backends_requested",
+            "backends_present",
+            "threads",
+            "complete",
+            "config_json",
+            "env_json",
+            "packages_json",
+            "cpu_json",
+        ),
+        stage="aggregate",
+    ),
+    Table(
+        "devices", None, ("run_id", "host", "backend", "present", "reason", "device", "device_name"), stage="aggregate"
+    ),
     # every stored run of every point's series (accelbench history's store, read by aggregate): the History section
-    Table("history", None, (
-        "series", "label", "table", "host", "device_name", "config_hash", "backend", "device", "point", "run_index",
-        "run_id", "timestamp_utc", "median_s", "segment", "segment_median_s", "change_point", "step_pct", "changes",
-        "verdict", "lower_is_better", "in_focus"), stage="aggregate",
-        describe={"series": "text — host|device model|config hash|table|backend|device|point",
-                  "run_index": "count — the run's place in its series (0: the first run)",
-                  "median_s": "s — the run's median for the point (the run is the unit)",
-                  "segment": "count — which level of the series (0: the first; a change point starts the next)",
-                  "segment_median_s": "s — the median of the segment's run medians",
-                  "change_point": "bool — this run starts a new level (ruptures PELT on log run medians)",
-                  "step_pct": "% — the new level over the one before, minus 1 (+: more time)",
-                  "changes": "text — image, versions, commit that differ from the run before a change point",
-                  "verdict": "same/slower/faster — the latest level against the one before (min_effect)",
-                  "in_focus": "bool — the run is in the report in full (the rest are history only)"}),
+    Table(
+        "history",
+        None,
+        (
+            "series",
+            "label",
+            "table",
+            "host",
+            "device_name",
+            "config_hash",
+            "backend",
+            "device",
+            "point",
+            "run_index",
+            "run_id",
+            "timestamp_utc",
+            "median_s",
+            "segment",
+            "segment_median_s",
+            "change_point",
+            "step_pct",
+            "changes",
+            "verdict",
+            "lower_is_better",
+            "in_focus",
+        ),
+        stage="aggregate",
+        describe={
+            "series": "text — host|device model|config hash|table|backend|device|point",
+            "run_index": "count — the run's place in its series (0: the first run)",
+            "median_s": "s — the run's median for the point (the run is the unit)",
+            "segment": "count — which level of the series (0: the first; a change point starts the next)",
+            "segment_median_s": "s — the median of the segment's run medians",
+            "change_point": "bool — this run starts a new level (ruptures PELT on log run medians)",
+            "step_pct": "% — the new level over the one before, minus 1 (+: more time)",
+            "changes": "text — image, versions, commit that differ from the run before a change point",
+            "verdict": "same/slower/faster — the latest level against the one before (min_effect)",
+            "in_focus": "bool — the run is in the report in full (the rest are history only)",
+        },
+    ),
 )
 CORE_BEFORE = (
-    Stage("run-info", "check the config and write results/<run>/run.json (config, hash, commit)", "run",
-          entry="accelbench.run.runinfo", resources=Resources(mem_mb=500, runtime_min=5)),
+    Stage(
+        "run-info",
+        "check the config and write results/<run>/run.json (config, hash, commit)",
+        "run",
+        entry="accelbench.run.runinfo",
+        resources=Resources(mem_mb=500, runtime_min=5),
+    ),
     Stage("detect", "detect every backend and device; write devices.json", "run", entry="accelbench.stages.detect"),
 )
 CORE_AFTER = (
-    Stage("aggregate", "gather every run's CSVs under results/ into tidy tables", "report",
-          entry="accelbench.reporting.aggregate"),
-    Stage("plots", "seaborn figures (PNG and SVG) from the aggregated tables", "report",
-          entry="accelbench.reporting.plots"),
+    Stage(
+        "aggregate",
+        "gather every run's CSVs under results/ into tidy tables",
+        "report",
+        entry="accelbench.reporting.aggregate",
+    ),
+    Stage(
+        "plots",
+        "seaborn figures (PNG and SVG) from the aggregated tables",
+        "report",
+        entry="accelbench.reporting.plots",
+    ),
     Stage("report", "one self-contained HTML report", "report", entry="accelbench.reporting.html"),
     Stage("container", "container argv and image builds for docker/podman", "tool", entry="accelbench.run.containers"),
     # a tool on the command line (exit 0/1/2: a CI gate); a rule too when the config sets compare_to
     # a rule once per run (``history add`` of the finished run, before aggregate), and a tool on the command line
-    Stage("history", "every finished run in one store: each point's series over runs and its change points",
-          "run", entry="accelbench.reporting.history", resources=Resources(mem_mb=1000, runtime_min=5)),
-    Stage("compare", "compare two groups of runs point by point (did it get slower, and why?), or a run with published figures",
-          "tool", entry="accelbench.reporting.compare"),
-    Stage("ab", "interleaved A/B: a baseline and a candidate as R fresh runs each, alternately, then compared as groups",
-          "tool", entry="accelbench.run.ab"),
+    Stage(
+        "history",
+        "every finished run in one store: each point's series over runs and its change points",
+        "run",
+        entry="accelbench.reporting.history",
+        resources=Resources(mem_mb=1000, runtime_min=5),
+    ),
+    Stage(
+        "compare",
+        "compare two groups of runs point by point (did it get slower, and why?), or a run with published figures",
+        "tool",
+        entry="accelbench.reporting.compare",
+    ),
+    Stage(
+        "ab",
+        "interleaved A/B: a baseline and a candidate as R fresh runs each, alternately, then compared as groups",
+        "tool",
+        entry="accelbench.run.ab",
+    ),
 )
 # Figures over several stages' tables (the device's telemetry over the run; the roofline of every ceiling).
 CORE_FIGURES = (
@@ -99,12 +186,30 @@ CORE_FIGURES = (
 
 # Report sections over several stages' tables (their templates: reporting/templates/sections/).
 CORE_SECTIONS = (
-    Section("roofline", "Roofline", 50, context=Hook("accelbench.reporting.html:roofline_context"),
-            template="templates/sections/roofline.html.j2", package="accelbench.reporting"),
-    Section("telemetry", "Telemetry", 100, context=Hook("accelbench.reporting.html:telemetry_context"),
-            template="templates/sections/telemetry.html.j2", package="accelbench.reporting"),
-    Section("history", "History", 105, context=Hook("accelbench.reporting.history_report:history_context"),
-            template="templates/sections/history.html.j2", package="accelbench.reporting"),
+    Section(
+        "roofline",
+        "Roofline",
+        50,
+        context=Hook("accelbench.reporting.html:roofline_context"),
+        template="templates/sections/roofline.html.j2",
+        package="accelbench.reporting",
+    ),
+    Section(
+        "telemetry",
+        "Telemetry",
+        100,
+        context=Hook("accelbench.reporting.html:telemetry_context"),
+        template="templates/sections/telemetry.html.j2",
+        package="accelbench.reporting",
+    ),
+    Section(
+        "history",
+        "History",
+        105,
+        context=Hook("accelbench.reporting.history_report:history_context"),
+        template="templates/sections/history.html.j2",
+        package="accelbench.reporting",
+    ),
 )
 
 
@@ -129,8 +234,9 @@ def _collect(plugin_names: tuple[str, ...] = PLUGINS):
     for s in CORE_SECTIONS:
         sections[s.name] = s
     for plugin in (*CORE_BEFORE, *plugins, *CORE_AFTER):
-        stages[plugin.name] = dataclasses.replace(plugin, tables=tuple(
-            t.name if isinstance(t, Table) else t for t in plugin.tables))
+        stages[plugin.name] = dataclasses.replace(
+            plugin, tables=tuple(t.name if isinstance(t, Table) else t for t in plugin.tables)
+        )
     return stages, tables, figures, dict(sorted(sections.items(), key=lambda kv: kv[1].order))
 
 
@@ -164,8 +270,7 @@ class SampleFile:
 
 
 # the raw-samples file of each device stage that keeps one (its table's ``samples``); one per stage
-SAMPLES: dict[str, SampleFile] = {t.stage: SampleFile(t.stage, t.name, t.samples) for t in TABLES.values()
-                                  if t.samples}
+SAMPLES: dict[str, SampleFile] = {t.stage: SampleFile(t.stage, t.name, t.samples) for t in TABLES.values() if t.samples}
 # What names one measured point of a table, besides its backend and device (``accelbench compare`` matches on it).
 POINT_IDENTITY: dict[str, tuple[str, ...]] = {name: t.identity for name, t in TABLES.items() if t.identity}
 # the tables accelbench compare matches point by point, in stage order
@@ -179,13 +284,40 @@ def method_version(stage: str) -> int:
 # What ``accelbench compare`` writes per point (results/compare/<baseline>__<candidate>.csv), README
 # "Comparing runs"; the POINT_IDENTITY columns of the point's table follow them.
 COMPARE_COLUMNS = (
-    "baseline_run", "candidate_run", "table", "backend", "device", "device_name", "point", "label", "match",
-    "baseline_status", "candidate_status", "baseline_median_s", "candidate_median_s", "baseline_samples",
-    "candidate_samples", "time_ratio", "time_ratio_ci95_low", "time_ratio_ci95_high", "speed_change_pct",
-    "speed_change_ci95_low_pct", "speed_change_ci95_high_pct", "min_effect_pct", "verdict", "reason",
-    "provenance_diff", "method",
+    "baseline_run",
+    "candidate_run",
+    "table",
+    "backend",
+    "device",
+    "device_name",
+    "point",
+    "label",
+    "match",
+    "baseline_status",
+    "candidate_status",
+    "baseline_median_s",
+    "candidate_median_s",
+    "baseline_samples",
+    "candidate_samples",
+    "time_ratio",
+    "time_ratio_ci95_low",
+    "time_ratio_ci95_high",
+    "speed_change_pct",
+    "speed_change_ci95_low_pct",
+    "speed_change_ci95_high_pct",
+    "min_effect_pct",
+    "verdict",
+    "reason",
+    "provenance_diff",
+    "method",
     # the run as the unit (measure.runstats): runs per side in the statistics, their spread and its source, the test
-    "baseline_runs", "candidate_runs", "spread_log_sd", "spread_source", "t_df", "p_value", "tost_p",
+    "baseline_runs",
+    "candidate_runs",
+    "spread_log_sd",
+    "spread_source",
+    "t_df",
+    "p_value",
+    "tost_p",
 )
 COMPARE_VERDICTS = ("slower", "faster", "same", "inconclusive")
 COMPARE_SPREAD_SOURCES = ("groups", "history", "none")  # where a point's between-run spread came from
@@ -220,8 +352,13 @@ def run_files(config_backends, config: dict | None = None) -> list[str]:
     """Every per-backend file a finished run with these backends has (what the Snakefile declares); with the
     run's stored ``config``, only the stages and tables that existed when it ran (``Stage.since_config_key``,
     ``Table.since``)."""
-    return [name for b in config_backends for s in DEVICE_STAGES if s.expected_in(config)
-            for name in stage_files(s, b, config)]
+    return [
+        name
+        for b in config_backends
+        for s in DEVICE_STAGES
+        if s.expected_in(config)
+        for name in stage_files(s, b, config)
+    ]
 
 
 def stage_outputs(stage: Stage) -> list[str]:
@@ -232,8 +369,12 @@ def stage_outputs(stage: Stage) -> list[str]:
 def sample_files(config_backends) -> list[str]:
     """The raw-sample files a finished run with these backends has: one per device stage that applies to the
     backend (``Stage.applies_to``), as ``run_files``; empty where the backend has no device here."""
-    return [SAMPLES[s.name].filename(b) for b in config_backends for s in DEVICE_STAGES
-            if s.name in SAMPLES and s.applies_to(b)]
+    return [
+        SAMPLES[s.name].filename(b)
+        for b in config_backends
+        for s in DEVICE_STAGES
+        if s.name in SAMPLES and s.applies_to(b)
+    ]
 
 
 COMPARE_DIR = "compare"
@@ -243,8 +384,13 @@ def compare_files(baseline: str, candidate: str) -> dict[str, str]:
     """What ``accelbench compare`` writes under results/compare/ for two run ids: the points (the documented
     table), the AMP comparison, the provenance diff, and the figure of the ratios."""
     stem = f"{COMPARE_DIR}/{baseline}__{candidate}"
-    return {"points": f"{stem}.csv", "amp": f"{stem}_amp.csv", "provenance": f"{stem}_provenance.csv",
-            "png": f"{stem}.png", "svg": f"{stem}.svg"}
+    return {
+        "points": f"{stem}.csv",
+        "amp": f"{stem}_amp.csv",
+        "provenance": f"{stem}_provenance.csv",
+        "png": f"{stem}.png",
+        "svg": f"{stem}.svg",
+    }
 
 
 def checkpoint_file(stage: str, backend: str) -> str:

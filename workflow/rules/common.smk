@@ -11,10 +11,14 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from accelbench import backends, registry  # noqa: E402
 from accelbench.run import containers as _containers  # noqa: E402
-from accelbench.run.config import (ConfigError, check as check_config, check_compare_to, run_config,  # noqa: E402
-                                    with_defaults)
+from accelbench.run.config import (
+    ConfigError,
+    check as check_config,
+    check_compare_to,
+    run_config,  # noqa: E402
+    with_defaults,
+)
 from accelbench.run.provenance import git_commit as _git_commit  # noqa: E402
-
 
 # ---- config: checked before any job, one line naming the key on error ---------------
 try:
@@ -30,7 +34,12 @@ def _run_id():
     if config["run"]:
         return config["run"]
     # within the schema's rule for run ids (starts with a letter or digit, at most 64 characters)
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0])[:48].lstrip("._-") or "host"
+    host = (
+        re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0])[:48].lstrip(
+            "._-"
+        )
+        or "host"
+    )
     return f"{host}-{config['container']['runtime']}"
 
 
@@ -52,9 +61,14 @@ def run_path(name):
 
 def bench_threads(wildcards):
     """CPU stages measure with every core they are granted (snakemake caps this at --cores);
-    accelerator stages need one host thread to feed the device (Backend.host_threads)."""
+    accelerator stages need one host thread to feed the device (Backend.host_threads).
+    """
     threads = backends.CLASSES[wildcards.backend].host_threads
-    return threads if threads is not None else (config["cpu_threads"] or (os.cpu_count() or 1))
+    return (
+        threads
+        if threads is not None
+        else (config["cpu_threads"] or (os.cpu_count() or 1))
+    )
 
 
 def gpu_count(wildcards):
@@ -79,7 +93,8 @@ def stage_gpus(stage):
 
 def stage_threads(stage):
     """Threads of a device stage's job (snakemake threads -> SLURM --cpus-per-task): bench_threads, and for a
-    whole-node stage on an accelerator one host thread per GPU it holds (one per rank)."""
+    whole-node stage on an accelerator one host thread per GPU it holds (one per rank).
+    """
 
     def threads(wildcards):
         base = bench_threads(wildcards)
@@ -92,7 +107,8 @@ def stage_threads(stage):
 
 def gpu_model(wildcards):
     """SLURM plugin resource gpu_model (-> sbatch --gpus=<model>:1) for GPU stages when
-    config cluster.gpu_model names one; None (unset) otherwise, so CPU stages never ask for a GPU."""
+    config cluster.gpu_model names one; None (unset) otherwise, so CPU stages never ask for a GPU.
+    """
     return (config["cluster"]["gpu_model"] or None) if gpu_count(wildcards) else None
 
 
@@ -121,20 +137,33 @@ def scheduler_resources(stage, backend_of=None, gpus=None):
 
     def on_host(wildcards):
         backend = backend_of(wildcards)
-        return (stage.kind == "device" and backend is not None and not backends.is_accelerator(backend)
-                and stage.applies_to(backend))
+        return (
+            stage.kind == "device"
+            and backend is not None
+            and not backends.is_accelerator(backend)
+            and stage.applies_to(backend)
+        )
 
     def manufacturer(wildcards):
         backend = backend_of(wildcards)
-        return backends.CLASSES[backend].gpu_manufacturer if backend and gpus(wildcards) else None
+        return (
+            backends.CLASSES[backend].gpu_manufacturer
+            if backend and gpus(wildcards)
+            else None
+        )
 
     return {
         "request_gpus": lambda wildcards: gpus(wildcards),
         "htcondor_request_mem_mb": str(mem),
         "allowed_execute_duration": str(60 * minutes),
-        "lsf_extra": lambda wildcards: (f"-gpu num={gpus(wildcards)}" if gpus(wildcards)
-                                        else ("-x" if on_host(wildcards) else None)),
-        "sge_gpu": lambda wildcards: f"-l gpu={gpus(wildcards)}" if gpus(wildcards) else "",
+        "lsf_extra": lambda wildcards: (
+            f"-gpu num={gpus(wildcards)}"
+            if gpus(wildcards)
+            else ("-x" if on_host(wildcards) else None)
+        ),
+        "sge_gpu": lambda wildcards: (
+            f"-l gpu={gpus(wildcards)}" if gpus(wildcards) else ""
+        ),
         "sge_mem_per_slot": lambda wildcards, threads: max(1, mem // max(1, threads)),
         "slurm_extra": lambda wildcards: "--exclusive" if on_host(wildcards) else None,
         "gpu_manufacturer": manufacturer,
@@ -155,9 +184,11 @@ if RUNTIME == "apptainer":
     from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
     if DeploymentMethod.APPTAINER not in workflow.deployment_settings.deployment_method:
-        sys.exit("accelbench: config error: container.runtime: apptainer needs `snakemake --sdm apptainer` "
-                 "(or --profile profiles/apptainer-<cpu|cuda|rocm>); without it every rule "
-                 "would run on the host")
+        sys.exit(
+            "accelbench: config error: container.runtime: apptainer needs `snakemake --sdm apptainer` "
+            "(or --profile profiles/apptainer-<cpu|cuda|rocm>); without it every rule "
+            "would run on the host"
+        )
 # detect runs in the image (and on the devices) of the first GPU backend, else of the first backend.
 DETECT_BACKEND = GPU_BACKENDS[0] if GPU_BACKENDS else BACKENDS[0]
 
@@ -178,12 +209,15 @@ def detect_image_record(wildcards):
 
 
 def _launch(backend, threads):
-    return _containers.launch_prefix(config, backend, workdir=os.getcwd(), run_dir=RUN_DIR, threads=threads)
+    return _containers.launch_prefix(
+        config, backend, workdir=os.getcwd(), run_dir=RUN_DIR, threads=threads
+    )
 
 
 def launcher(wildcards, threads):
     """Prefix of a device rule's command that runs it in the backend's Docker/Podman image with
-    OMP_NUM_THREADS=threads; empty on the host and under Apptainer. Quoted by accelbench.run.containers."""
+    OMP_NUM_THREADS=threads; empty on the host and under Apptainer. Quoted by accelbench.run.containers.
+    """
     return _launch(wildcards.backend, threads)
 
 
@@ -197,7 +231,11 @@ def _apptainer_container(wildcards):
 
 # `container:` of the device rules: the backend's image under runtime apptainer, none otherwise.
 BENCH_CONTAINER = _apptainer_container if RUNTIME == "apptainer" else None
-DETECT_CONTAINER = _containers.apptainer_image(config, DETECT_BACKEND) if RUNTIME == "apptainer" else None
+DETECT_CONTAINER = (
+    _containers.apptainer_image(config, DETECT_BACKEND)
+    if RUNTIME == "apptainer"
+    else None
+)
 
 
 def image_sources(wildcards):
@@ -205,6 +243,13 @@ def image_sources(wildcards):
     if not config["container"]["build"]:
         return []
     base = Path(workflow.basedir)
-    src = [p for p in (base / "src" / "accelbench").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    return [str(base / "containers" / wildcards.backend / "Containerfile"), str(base / "pyproject.toml"),
-            *sorted(map(str, src))]
+    src = [
+        p
+        for p in (base / "src" / "accelbench").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    return [
+        str(base / "containers" / wildcards.backend / "Containerfile"),
+        str(base / "pyproject.toml"),
+        *sorted(map(str, src)),
+    ]

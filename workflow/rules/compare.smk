@@ -6,8 +6,14 @@ try:
     COMPARE_BASELINE = check_compare_to(config, RESULTS, RUN)
 except ConfigError as exc:
     sys.exit(f"accelbench: config error: {exc}")
-COMPARE = {k: f"{RESULTS}/{v}" for k, v in registry.compare_files(config["compare_to"], RUN).items()} \
-    if COMPARE_BASELINE else {}
+COMPARE = (
+    {
+        k: f"{RESULTS}/{v}"
+        for k, v in registry.compare_files(config["compare_to"], RUN).items()
+    }
+    if COMPARE_BASELINE
+    else {}
+)
 COMPARE_OUTPUTS = list(COMPARE.values())
 
 if COMPARE:
@@ -22,15 +28,19 @@ if COMPARE:
             points=COMPARE["points"],
             amp=COMPARE["amp"],
             provenance=COMPARE["provenance"],
-            png=report(COMPARE["png"], caption="../report/comparison.rst", category="Comparison"),
+            png=report(
+                COMPARE["png"],
+                caption="../report/comparison.rst",
+                category="Comparison",
+            ),
             svg=COMPARE["svg"],
         log:
             f"{RESULTS}/{registry.log_file('compare')}",
         threads: 1
         resources:
+            **scheduler_resources(registry.STAGES["compare"]),
             mem_mb=registry.STAGES["compare"].mem_mb,
             runtime=registry.STAGES["compare"].runtime_min,
-            **scheduler_resources(registry.STAGES["compare"]),
         params:
             results=RESULTS,
             baseline=config["compare_to"],

@@ -10,11 +10,16 @@
 
 def device_stage_inputs(stage):
     def inputs(wildcards):
-        named = {"run": run_path(registry.RUN_FILE), "devices": run_path(registry.DEVICES_FILE),
-                 "image": image_record(wildcards)}
+        named = {
+            "run": run_path(registry.RUN_FILE),
+            "devices": run_path(registry.DEVICES_FILE),
+            "image": image_record(wildcards),
+        }
         before = registry.previous_device_stage(stage, wildcards.backend)
         if before is not None:
-            named["after"] = run_path(registry.stage_files(before, wildcards.backend)[0])
+            named["after"] = run_path(
+                registry.stage_files(before, wildcards.backend)[0]
+            )
         return named
 
     return inputs
@@ -31,21 +36,25 @@ for _stage in registry.DEVICE_STAGES:
             [run_path(pattern) for pattern in registry.stage_outputs(_stage)],  # its tables, then its samples
         log:
             run_path(registry.log_file(_stage.name, "{backend}")),
+        container:
+            BENCH_CONTAINER
         threads: stage_threads(_stage)
         resources:
+            **scheduler_resources(
+                _stage,
+                backend_of=lambda wildcards: wildcards.backend,
+                gpus=stage_gpus(_stage),
+            ),
             mem_mb=_stage.mem_mb,
             runtime=_stage.runtime_min,
             gpu=stage_gpus(_stage),
             gpu_model=gpu_model,
             bench=1,
-            **scheduler_resources(_stage, backend_of=lambda wildcards: wildcards.backend, gpus=stage_gpus(_stage)),
         params:
             launch=launcher,
             stage=_stage.name,
             out_dir=lambda wildcards, output: subpath(output[0], parent=True),
             checkpoint=run_path(registry.checkpoint_file(_stage.name, "{backend}")),
-        container:
-            BENCH_CONTAINER
         shell:
             "{params.launch} accelbench {params.stage} --run-file {input.run:q} --backend {wildcards.backend}"
             " --threads {threads} --out-dir {params.out_dir:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"

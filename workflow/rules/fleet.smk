@@ -8,11 +8,11 @@ FLEET_DIR = f"{RESULTS}/fleet-{RUN}"
 
 
 rule fleet:
-    localrule: True
     output:
         directory(FLEET_DIR),
     log:
         f"{RESULTS}/{registry.log_file('fleet')}",
+    localrule: True
     params:
         config_json=json.dumps(run_config(config), sort_keys=True),
     shell:

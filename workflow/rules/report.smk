@@ -15,9 +15,9 @@ rule history:
         run_path(registry.log_file("history")),
     threads: 1
     resources:
+        **scheduler_resources(registry.STAGES["history"]),
         mem_mb=registry.STAGES["history"].mem_mb,
         runtime=registry.STAGES["history"].runtime_min,
-        **scheduler_resources(registry.STAGES["history"]),
     params:
         run_dir=lambda wildcards, input: subpath(input.run, parent=True),
         store=f"{RESULTS}/{registry.HISTORY_FILE}",
@@ -38,9 +38,9 @@ rule aggregate:
         f"{RESULTS}/{registry.log_file('aggregate')}",
     threads: 1
     resources:
+        **scheduler_resources(registry.STAGES["aggregate"]),
         mem_mb=registry.STAGES["aggregate"].mem_mb,
         runtime=registry.STAGES["aggregate"].runtime_min,
-        **scheduler_resources(registry.STAGES["aggregate"]),
     params:
         results=lambda wildcards, input: subpath(input.run, ancestor=2),
         out_dir=lambda wildcards, output: subpath(output.manifest, parent=True),
@@ -53,7 +53,11 @@ rule plots:
         manifest=f"{AGGREGATE_DIR}/{registry.MANIFEST}",
     output:
         [
-            report(f"{PLOTS_DIR}/{f.name}.png", caption=f"../report/{f.caption}", category=f.category)
+            report(
+                f"{PLOTS_DIR}/{f.name}.png",
+                caption=f"../report/{f.caption}",
+                category=f.category,
+            )
             for f in registry.FIGURES.values()
         ],
         [f"{PLOTS_DIR}/{name}.svg" for name in registry.FIGURES],
@@ -61,9 +65,9 @@ rule plots:
         f"{RESULTS}/{registry.log_file('plots')}",
     threads: 1
     resources:
+        **scheduler_resources(registry.STAGES["plots"]),
         mem_mb=registry.STAGES["plots"].mem_mb,
         runtime=registry.STAGES["plots"].runtime_min,
-        **scheduler_resources(registry.STAGES["plots"]),
     params:
         aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
         out_dir=lambda wildcards, output: subpath(output[0], parent=True),
@@ -78,7 +82,8 @@ rule report:
         # local(): part of the workflow, not of the results (with a storage provider, e.g. on Kubernetes, these
         # are read where the workflow is deployed, never looked up in the storage)
         captions=[
-            local(os.path.join(workflow.basedir, registry.CAPTIONS_DIR, f.caption)) for f in registry.FIGURES.values()
+            local(os.path.join(workflow.basedir, registry.CAPTIONS_DIR, f.caption))
+            for f in registry.FIGURES.values()
         ],
         comparison=COMPARE_OUTPUTS,  # empty unless compare_to is set (compare.smk)
     output:
@@ -87,9 +92,9 @@ rule report:
         f"{RESULTS}/{registry.log_file('report')}",
     threads: 1
     resources:
+        **scheduler_resources(registry.STAGES["report"]),
         mem_mb=registry.STAGES["report"].mem_mb,
         runtime=registry.STAGES["report"].runtime_min,
-        **scheduler_resources(registry.STAGES["report"]),
     params:
         aggregate_dir=lambda wildcards, input: subpath(input.manifest, parent=True),
         plots_dir=lambda wildcards, input: subpath(input.plots[0], parent=True),

@@ -30,8 +30,19 @@ CLASSES: dict[str, type[Backend]] = {
 }
 NAMES: tuple[str, ...] = tuple(CLASSES)
 
-__all__ = ["DTYPES", "AmpPolicy", "Backend", "BackendUnavailable", "CLASSES", "NAMES", "get", "backend_class",
-           "accelerator_names", "is_accelerator", "for_device"]
+__all__ = [
+    "DTYPES",
+    "AmpPolicy",
+    "Backend",
+    "BackendUnavailable",
+    "CLASSES",
+    "NAMES",
+    "get",
+    "backend_class",
+    "accelerator_names",
+    "is_accelerator",
+    "for_device",
+]
 
 
 def backend_class(name: str) -> type[Backend]:

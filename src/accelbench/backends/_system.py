@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 Runner = Callable[..., "subprocess.CompletedProcess"]
 

@@ -19,8 +19,9 @@ import importlib
 import math
 import os
 import timeit
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from ..measure import telemetry as telemetry_readers
 from . import bandwidth, peaks
@@ -90,18 +91,18 @@ def proc_status_bytes(field: str, path: str = "/proc/self/status") -> int | None
 class Backend:
     """One kind of device. Subclasses set the class attributes and override what differs."""
 
-    name: ClassVar[str]                 # config/CLI name: cpu, cuda, rocm, mps, xla, xpu
-    device_type: ClassVar[str]          # torch device type of its devices (rocm's GPUs are "cuda")
-    title: ClassVar[str]                # for people: "NVIDIA CUDA"
-    is_accelerator: ClassVar[bool] = True   # a device beside the host: host<->device copies, compared with the CPU
+    name: ClassVar[str]  # config/CLI name: cpu, cuda, rocm, mps, xla, xpu
+    device_type: ClassVar[str]  # torch device type of its devices (rocm's GPUs are "cuda")
+    title: ClassVar[str]  # for people: "NVIDIA CUDA"
+    is_accelerator: ClassVar[bool] = True  # a device beside the host: host<->device copies, compared with the CPU
     needs_gpu_resource: ClassVar[bool] = False  # a scheduler must grant it a GPU (SLURM --gpus, gpu=1)
     gpu_manufacturer: ClassVar[str | None] = None  # the GPU's maker as the Kubernetes executor names it
-    has_image: ClassVar[bool] = False   # containers/<name>/Containerfile exists
+    has_image: ClassVar[bool] = False  # containers/<name>/Containerfile exists
     amp_default_dtype: ClassVar[str] = "float16"
     collective: ClassVar[str | None] = None  # torch.distributed backend for several ranks
-    telemetry: ClassVar[str | None] = None   # where clocks, power and temperature are read
-    default_cache_bytes: ClassVar[int] = 64 * 1024 ** 2  # last-level cache when the device does not say
-    host_threads: ClassVar[int | None] = 1   # threads a stage of this backend needs (None: the CPU cores granted)
+    telemetry: ClassVar[str | None] = None  # where clocks, power and temperature are read
+    default_cache_bytes: ClassVar[int] = 64 * 1024**2  # last-level cache when the device does not say
+    host_threads: ClassVar[int | None] = 1  # threads a stage of this backend needs (None: the CPU cores granted)
     install_hint: ClassVar[str] = ""
 
     def __init__(self, torch=None, xla=None, import_module: Callable = importlib.import_module):
@@ -310,7 +311,7 @@ class Backend:
 
     def free_bytes(self, device: str) -> int:
         """Memory free for new tensors on ``device`` (bounds the inputs a sweep allocates)."""
-        return 4 * 1024 ** 3
+        return 4 * 1024**3
 
     def memory_capacity(self, device: str) -> int | None:
         """Total memory of ``device`` in bytes, where known."""
@@ -336,8 +337,9 @@ class Backend:
         return "out of memory" in msg or "can't allocate memory" in msg or "failed to allocate" in msg
 
     # ---- peaks ------------------------------------------------------------------------------------
-    def peak_tflops(self, info: dict, dtype: str, threads: int | None = None,
-                    overrides: dict | None = None) -> tuple[float | None, str]:
+    def peak_tflops(
+        self, info: dict, dtype: str, threads: int | None = None, overrides: dict | None = None
+    ) -> tuple[float | None, str]:
         """Theoretical peak TFLOP/s of the device ``info`` describes for ``dtype``, and its source.
 
         ``overrides`` is the config's ``matmul.peak_tflops`` ({backend: {dtype: TFLOP/s}}) and wins.
@@ -366,6 +368,7 @@ class Backend:
     def telemetry_missing_reason(self) -> str:
         """Why this kind of device has no telemetry reader (one line)."""
         return f"{self.title}: no telemetry reader for this kind of device yet"
+
     def peak_gbps(self, info: dict, overrides: dict | None = None) -> tuple[float | None, str]:
         """Peak bandwidth of the device's own memory in GB/s, and its source (``membw``, the roofline).
 
@@ -414,8 +417,7 @@ class Backend:
 
     def data_parallel_support(self, n_devices: int) -> str | None:
         """None when ``nn.DataParallel`` can split a batch over ``n_devices`` devices of this process."""
-        return (f"nn.DataParallel splits one process's batch over CUDA/ROCm GPUs (torch.cuda only); "
-                f"not on {self.name}")
+        return f"nn.DataParallel splits one process's batch over CUDA/ROCm GPUs (torch.cuda only); not on {self.name}"
 
     def data_parallel(self, model, devices: list[str]):
         """``model`` wrapped in ``nn.DataParallel`` over ``devices`` (the first one gathers the outputs)."""
@@ -423,8 +425,10 @@ class Backend:
 
     def peer_copy_support(self, n_devices: int) -> str | None:
         """None when copies between two devices of this backend can be measured; else why not."""
-        return (f"device-to-device copies need at least 2 devices of one kind with peer access; {self.name} "
-                f"has {n_devices} and no peer-copy path here")
+        return (
+            f"device-to-device copies need at least 2 devices of one kind with peer access; {self.name} "
+            f"has {n_devices} and no peer-copy path here"
+        )
 
     def can_access_peer(self, src: str, dst: str) -> bool:
         """Whether ``src`` and ``dst`` can copy directly (peer-to-peer), without staging through the host."""

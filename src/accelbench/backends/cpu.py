@@ -26,12 +26,25 @@ from .base import Backend, proc_status_bytes
 
 # ISA flags (as /proc/cpuinfo spells them) that decide how fast a CPU multiplies matrices.
 X86_MATMUL_FLAGS = (
-    "sse2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-    "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+    "sse2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "amx_fp16",
 )
 ARM_MATMUL_FLAGS = ("asimd", "neon", "fphp", "asimdhp", "asimddp", "sve", "sve2", "svebf16", "bf16", "i8mm", "sme")
 MATMUL_FLAGS = X86_MATMUL_FLAGS + ARM_MATMUL_FLAGS
-
 
 
 def parse_proc_cpuinfo(text: str) -> list[dict[str, str]]:
@@ -61,8 +74,19 @@ def parse_lscpu(text: str) -> dict[str, str]:
     return out
 
 
-_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2, "MIB": 1024**2,
-               "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
+_SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1024,
+    "KB": 1024,
+    "KIB": 1024,
+    "M": 1024**2,
+    "MB": 1024**2,
+    "MIB": 1024**2,
+    "G": 1024**3,
+    "GB": 1024**3,
+    "GIB": 1024**3,
+}
 
 
 def parse_size_bytes(text: str | None) -> int | None:
@@ -144,7 +168,9 @@ def cgroup_cpu_quota(cgroup_root: Path) -> float | None:
     return None
 
 
-def max_clock_mhz(sys_cpu: Path, cpuinfo: list[dict[str, str]], lscpu: dict[str, str]) -> tuple[float | None, str, bool]:
+def max_clock_mhz(
+    sys_cpu: Path, cpuinfo: list[dict[str, str]], lscpu: dict[str, str]
+) -> tuple[float | None, str, bool]:
     """(MHz, where it was read, whether it is the max boost clock).
 
     Order: cpufreq ``cpuinfo_max_freq`` (kHz; the max boost clock), lscpu ``CPU max MHz``
@@ -193,8 +219,12 @@ def _torch_cpu_details(torch) -> dict:
     return out
 
 
-def linux_cpu_info(proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys"),
-                   run: Runner = subprocess.run, affinity: set[int] | None = None) -> dict:
+def linux_cpu_info(
+    proc_root: Path = Path("/proc"),
+    sys_root: Path = Path("/sys"),
+    run: Runner = subprocess.run,
+    affinity: set[int] | None = None,
+) -> dict:
     """The CPU as Linux describes it (/proc/cpuinfo, sysfs, lscpu), without torch."""
     cpuinfo = parse_proc_cpuinfo(read_file(proc_root / "cpuinfo") or "")
     lscpu = parse_lscpu(run_text(["lscpu"], run=run) or "")
@@ -232,10 +262,16 @@ def linux_cpu_info(proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys"
 
 # sysctl name -> flag name as Linux spells it
 DARWIN_FLAG_SYSCTLS = {
-    "hw.optional.avx2_0": "avx2", "hw.optional.fma": "fma", "hw.optional.avx1_0": "avx",
-    "hw.optional.avx512f": "avx512f", "hw.optional.neon": "neon", "hw.optional.arm.FEAT_BF16": "bf16",
-    "hw.optional.arm.FEAT_FP16": "asimdhp", "hw.optional.arm.FEAT_DotProd": "asimddp",
-    "hw.optional.arm.FEAT_I8MM": "i8mm", "hw.optional.arm.FEAT_SME": "sme",
+    "hw.optional.avx2_0": "avx2",
+    "hw.optional.fma": "fma",
+    "hw.optional.avx1_0": "avx",
+    "hw.optional.avx512f": "avx512f",
+    "hw.optional.neon": "neon",
+    "hw.optional.arm.FEAT_BF16": "bf16",
+    "hw.optional.arm.FEAT_FP16": "asimdhp",
+    "hw.optional.arm.FEAT_DotProd": "asimddp",
+    "hw.optional.arm.FEAT_I8MM": "i8mm",
+    "hw.optional.arm.FEAT_SME": "sme",
 }
 
 
@@ -245,6 +281,7 @@ def darwin_cpu_info(run: Runner = subprocess.run) -> dict:
     Apple Silicon does not expose its clock, so the CPU peak is unknown there (and torch's
     matmul goes through Accelerate, which uses Apple's matrix coprocessor, beyond any NEON peak).
     """
+
     def sysctl(name: str) -> str | None:
         text = run_text(["sysctl", "-n", name], run=run)
         return text.strip() if text else None
@@ -257,19 +294,34 @@ def darwin_cpu_info(run: Runner = subprocess.run) -> dict:
     hz = as_int("hw.cpufrequency_max")  # Intel Macs only
     name = sysctl("machdep.cpu.brand_string") or platform.processor() or "unknown CPU"
     return {
-        "name": name, "model_name": name, "arch": platform.machine(), "vendor": sysctl("machdep.cpu.vendor"),
-        "family": None, "model": None, "flags": flags, "flags_source": "sysctl hw.optional.*",
+        "name": name,
+        "model_name": name,
+        "arch": platform.machine(),
+        "vendor": sysctl("machdep.cpu.vendor"),
+        "family": None,
+        "model": None,
+        "flags": flags,
+        "flags_source": "sysctl hw.optional.*",
         "max_mhz": hz / 1e6 if hz else None,
         "clock_source": "sysctl hw.cpufrequency_max" if hz else "unknown (Apple Silicon does not expose its clock)",
         "clock_is_max": bool(hz),
-        "cores_logical": as_int("hw.logicalcpu"), "cores_physical": as_int("hw.physicalcpu"),
-        "sockets": as_int("hw.packages"), "l2_bytes": as_int("hw.l2cachesize"), "l3_bytes": as_int("hw.l3cachesize"),
+        "cores_logical": as_int("hw.logicalcpu"),
+        "cores_physical": as_int("hw.physicalcpu"),
+        "sockets": as_int("hw.packages"),
+        "l2_bytes": as_int("hw.l2cachesize"),
+        "l3_bytes": as_int("hw.l3cachesize"),
         "cgroup_cpu_quota": None,
     }
 
 
-def cpu_info(torch=None, *, system: str | None = None, proc_root: Path = Path("/proc"),
-             sys_root: Path = Path("/sys"), run: Runner = subprocess.run) -> dict:
+def cpu_info(
+    torch=None,
+    *,
+    system: str | None = None,
+    proc_root: Path = Path("/proc"),
+    sys_root: Path = Path("/sys"),
+    run: Runner = subprocess.run,
+) -> dict:
     """Everything about the CPU that decides its matmul speed, plus torch's view of it."""
     system = system or platform.system()
     if system == "Linux":
@@ -282,9 +334,19 @@ def cpu_info(torch=None, *, system: str | None = None, proc_root: Path = Path("/
         info = darwin_cpu_info(run=run)
     else:  # Windows and others: what the standard library knows
         name = platform.processor() or "unknown CPU"
-        info = {"name": name, "model_name": name, "arch": platform.machine(), "flags": [],
-                "flags_source": "unknown", "max_mhz": None, "clock_source": "unknown", "clock_is_max": False,
-                "cores_logical": os.cpu_count(), "cores_physical": None, "sockets": None}
+        info = {
+            "name": name,
+            "model_name": name,
+            "arch": platform.machine(),
+            "flags": [],
+            "flags_source": "unknown",
+            "max_mhz": None,
+            "clock_source": "unknown",
+            "clock_is_max": False,
+            "cores_logical": os.cpu_count(),
+            "cores_physical": None,
+            "sockets": None,
+        }
     info["device"] = "cpu"
     if torch is not None:
         info.update(_torch_cpu_details(torch))
@@ -335,14 +397,18 @@ def precision_note(flags, dtype: str) -> str:
         return ""
     wanted = ", ".join(flags_wanted[:-1]) + " or " + flags_wanted[-1]
     if native is None:
-        return (f"CPU flags unknown: cannot tell whether this CPU computes {short} natively ({wanted}); "
-                f"without them AMP is expected to be slower than FP32.")
+        return (
+            f"CPU flags unknown: cannot tell whether this CPU computes {short} natively ({wanted}); "
+            f"without them AMP is expected to be slower than FP32."
+        )
     if native:
         return ""
-    return (f"This CPU has no native {short} units (no {wanted} in its flags), so AMP is expected to be "
-            f"slower here: {short} is only a storage format on it, every autocast matmul converts its inputs "
-            f"and outputs between {short} and fp32 and computes on the same fp32 FMA units (or a slower "
-            f"emulated {short} path), so it pays conversions on top of FP32's work and gains no compute throughput.")
+    return (
+        f"This CPU has no native {short} units (no {wanted} in its flags), so AMP is expected to be "
+        f"slower here: {short} is only a storage format on it, every autocast matmul converts its inputs "
+        f"and outputs between {short} and fp32 and computes on the same fp32 FMA units (or a slower "
+        f"emulated {short} path), so it pays conversions on top of FP32's work and gains no compute throughput."
+    )
 
 
 class CpuBackend(Backend):
@@ -389,8 +455,10 @@ class CpuBackend(Backend):
     def table_bandwidth(self, info: dict) -> tuple[float | None, str]:
         """A CPU's memory bandwidth depends on the DIMMs and the channels populated, which the OS does not
         report reliably: measured only (membw), unless the config says."""
-        return None, ("cpu: measured only: the DIMM configuration (channels, speed) is not known here; "
-                      "set membw.peak_gbps.cpu to compare with a known figure")
+        return None, (
+            "cpu: measured only: the DIMM configuration (channels, speed) is not known here; "
+            "set membw.peak_gbps.cpu to compare with a known figure"
+        )
 
     def fp8_support(self, info: dict) -> str | None:
         return None  # torch ships a CPU kernel for _scaled_mm; a build without it fails the probe -> unsupported
@@ -400,8 +468,10 @@ class CpuBackend(Backend):
         candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "clang++", "c++"]
         if any(shutil.which(c) for c in candidates):
             return ""
-        return (f"torch.compile (inductor) on the CPU needs a C++ compiler; none of {', '.join(candidates)} is on "
-                "the PATH (install g++ or set CXX)")
+        return (
+            f"torch.compile (inductor) on the CPU needs a C++ compiler; none of {', '.join(candidates)} is on "
+            "the PATH (install g++ or set CXX)"
+        )
 
     def amp_note(self, info: dict, dtype: str) -> str:
         return precision_note(info.get("flags"), dtype)
@@ -469,6 +539,7 @@ class CpuBackend(Backend):
 
     def peer_copy_support(self, n_devices: int) -> str | None:
         return "cpu: one device (the host); no device-to-device copy"
+
     def telemetry_reader(self, device: str, info: dict | None = None) -> telemetry_readers.Reader:
         """cpufreq (else /proc/cpuinfo) clocks of the cores this process runs on, RAPL package energy and
         power, psutil temperature and utilization, thermal_throttle counters."""

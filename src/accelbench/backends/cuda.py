@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..measure import telemetry as telemetry_readers
 from ._system import Runner, read_file, run_text
@@ -32,8 +32,9 @@ FP8_MIN_TORCH = (2, 6)
 FNUZ_ARCHS = ("gfx940", "gfx941", "gfx942")
 
 
-def nvidia_driver_version(import_module: Callable = importlib.import_module,
-                          run: Runner = subprocess.run) -> tuple[str | None, str]:
+def nvidia_driver_version(
+    import_module: Callable = importlib.import_module, run: Runner = subprocess.run
+) -> tuple[str | None, str]:
     """(driver version, how it was read): pynvml when importable, else ``nvidia-smi`` (10 s timeout)."""
     try:
         nvml = import_module("pynvml")
@@ -73,8 +74,15 @@ class CudaLikeBackend(Backend):
     collective = "nccl"  # RCCL on ROCm, under the same name in torch.distributed
     wants_rocm: bool = False
 
-    def __init__(self, torch=None, xla=None, import_module: Callable = importlib.import_module, *,
-                 run: Runner = subprocess.run, sys_root: Path = Path("/sys")):
+    def __init__(
+        self,
+        torch=None,
+        xla=None,
+        import_module: Callable = importlib.import_module,
+        *,
+        run: Runner = subprocess.run,
+        sys_root: Path = Path("/sys"),
+    ):
         super().__init__(torch, xla, import_module)
         self.run = run  # nvidia-smi and friends (tests pass a fake)
         self.sys_root = sys_root  # where /sys/module/amdgpu lives (tests pass a fixture tree)
@@ -85,7 +93,9 @@ class CudaLikeBackend(Backend):
     def devices(self) -> list[str]:
         torch = self.torch
         if not self.is_this_build() or not torch.cuda.is_available():
-            raise BackendUnavailable(f"backend {self.name!r}: no {self.name.upper()} device visible to this torch build")
+            raise BackendUnavailable(
+                f"backend {self.name!r}: no {self.name.upper()} device visible to this torch build"
+            )
         return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
     def owns(self, device: str) -> bool:
@@ -132,8 +142,12 @@ class CudaLikeBackend(Backend):
         except Exception as exc:
             out.update(name=f"unknown ({device})", error=f"{type(exc).__name__}: {exc}")
             return out
-        out.update(name=str(p.name), compute_capability=f"{p.major}.{p.minor}",
-                   multiprocessors=int(p.multi_processor_count), total_memory_bytes=int(p.total_memory))
+        out.update(
+            name=str(p.name),
+            compute_capability=f"{p.major}.{p.minor}",
+            multiprocessors=int(p.multi_processor_count),
+            total_memory_bytes=int(p.total_memory),
+        )
         l2 = getattr(p, "L2_cache_size", None)
         if l2 is not None:
             out["l2_cache_bytes"] = int(l2)
@@ -158,8 +172,10 @@ class CudaLikeBackend(Backend):
             version = getattr(self.torch, "__version__", None)
             if version is not None and torch_version_tuple(version) < FP8_MIN_TORCH:
                 need = ".".join(map(str, FP8_MIN_TORCH))
-                return (f"fp8 matmul needs torch >= {need} here (index_select of float8 tensors on {self.name}, "
-                        f"which checks the product, arrives in {need}); this is torch {version}")
+                return (
+                    f"fp8 matmul needs torch >= {need} here (index_select of float8 tensors on {self.name}, "
+                    f"which checks the product, arrives in {need}); this is torch {version}"
+                )
         return reason
 
     # ---- waiting
@@ -264,8 +280,11 @@ class CudaBackend(CudaLikeBackend):
 
     def driver_entry(self) -> dict:
         version, source = nvidia_driver_version(self._import, run=self.run)
-        return {"driver_version": version, "driver_version_source": source,
-                "runtime_version": getattr(self.torch.version, "cuda", None)}
+        return {
+            "driver_version": version,
+            "driver_version_source": source,
+            "runtime_version": getattr(self.torch.version, "cuda", None),
+        }
 
     def absence_reason(self, exc: Exception) -> str:
         torch = self.torch
@@ -275,8 +294,9 @@ class CudaBackend(CudaLikeBackend):
         if cuda_v is None:
             return "this torch build has no CUDA support (torch.version.cuda is None: a CPU-only wheel)"
         env_note = self.visible_devices_note()
-        return (f"torch is built with CUDA {cuda_v} but sees no device: no NVIDIA GPU or driver visible"
-                f"{env_note} ({exc})")
+        return (
+            f"torch is built with CUDA {cuda_v} but sees no device: no NVIDIA GPU or driver visible{env_note} ({exc})"
+        )
 
     def tf32_available(self, info: dict | None = None) -> str | None:
         cc = self.capability(info or {})
@@ -314,7 +334,7 @@ class RocmBackend(CudaLikeBackend):
     wants_rocm = True
     dnn_library_key = "miopen_version"
     install_hint = "a ROCm build of torch and the amdgpu driver"
-    infinity_cache_bytes = 256 * 1024 ** 2  # MI300/MI350: not in L2_cache_size
+    infinity_cache_bytes = 256 * 1024**2  # MI300/MI350: not in L2_cache_size
 
     @staticmethod
     def arch(info: dict) -> str | None:
@@ -325,9 +345,11 @@ class RocmBackend(CudaLikeBackend):
         return {"gcn_arch_name": getattr(props, "gcnArchName", None)}
 
     def driver_entry(self) -> dict:
-        return {"driver_version": amdgpu_driver_version(self.sys_root),
-                "driver_version_source": str(self.sys_root / "module" / "amdgpu" / "version"),
-                "hip_version": getattr(self.torch.version, "hip", None)}
+        return {
+            "driver_version": amdgpu_driver_version(self.sys_root),
+            "driver_version_source": str(self.sys_root / "module" / "amdgpu" / "version"),
+            "hip_version": getattr(self.torch.version, "hip", None),
+        }
 
     def absence_reason(self, exc: Exception) -> str:
         torch = self.torch
@@ -337,12 +359,15 @@ class RocmBackend(CudaLikeBackend):
                 return f"this is a CUDA build of torch (torch.version.cuda={cuda_v}), not a ROCm one"
             return "this torch build has no ROCm support (torch.version.hip is None)"
         env_note = self.visible_devices_note()
-        return (f"torch is built with HIP {hip_v} but sees no device: no AMD GPU or amdgpu driver visible"
-                f"{env_note} ({exc})")
+        return (
+            f"torch is built with HIP {hip_v} but sees no device: no AMD GPU or amdgpu driver visible{env_note} ({exc})"
+        )
 
     def tf32_available(self, info: dict | None = None) -> str | None:
-        return ("tf32: PyTorch's allow_tf32 switch selects TF32 on NVIDIA tensor cores only; ROCm keeps strict "
-                "float32 (hipBLASLt's xf32 is not selected by it)")
+        return (
+            "tf32: PyTorch's allow_tf32 switch selects TF32 on NVIDIA tensor cores only; ROCm keeps strict "
+            "float32 (hipBLASLt's xf32 is not selected by it)"
+        )
 
     def fp8_support(self, info: dict) -> str | None:
         arch = self.arch(info)

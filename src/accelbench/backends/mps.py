@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import platform
 import subprocess
-from typing import Callable
+from collections.abc import Callable
 
 from ._system import Runner, run_text
 from .base import AmpPolicy, Backend, BackendUnavailable, torch_version_tuple
@@ -28,15 +28,24 @@ class MpsBackend(Backend):
     title = "Apple MPS"
     amp_default_dtype = "float16"  # Apple GPUs: fp16 autocast
     collective = "gloo"  # no Metal collective library: several processes talk over the host
-    default_cache_bytes = 96 * 1024 ** 2  # largest Apple system-level cache
+    default_cache_bytes = 96 * 1024**2  # largest Apple system-level cache
     install_hint = "macOS 12.3+ on Apple silicon or an AMD GPU"
 
     def telemetry_missing_reason(self) -> str:
-        return "Apple MPS: no telemetry reader (macOS exposes GPU power and clocks only through `powermetrics`, as root)"
+        return (
+            "Apple MPS: no telemetry reader (macOS exposes GPU power and clocks only through `powermetrics`, as root)"
+        )
 
-    def __init__(self, torch=None, xla=None, import_module: Callable = importlib.import_module, *,
-                 system: str | None = None, mac_ver: Callable[[], tuple] = platform.mac_ver,
-                 run: Runner = subprocess.run):
+    def __init__(
+        self,
+        torch=None,
+        xla=None,
+        import_module: Callable = importlib.import_module,
+        *,
+        system: str | None = None,
+        mac_ver: Callable[[], tuple] = platform.mac_ver,
+        run: Runner = subprocess.run,
+    ):
         super().__init__(torch, xla, import_module)
         self.system = system or platform.system()
         self.mac_ver = mac_ver
@@ -57,8 +66,13 @@ class MpsBackend(Backend):
         mps = getattr(self.torch.backends, "mps", None)
         built = bool(mps is not None and mps.is_built())
         darwin = self.system == "Darwin"
-        entry: dict = {"present": False, "devices": [], "is_built": built, "is_available": False,
-                       "macos_version": (self.mac_ver()[0] or None) if darwin else None}
+        entry: dict = {
+            "present": False,
+            "devices": [],
+            "is_built": built,
+            "is_available": False,
+            "macos_version": (self.mac_ver()[0] or None) if darwin else None,
+        }
         try:
             devices = self.devices()
         except BackendUnavailable:
@@ -67,8 +81,9 @@ class MpsBackend(Backend):
             elif not built:
                 entry["reason"] = "this torch build has no MPS support (torch.backends.mps.is_built() is False)"
             else:
-                entry["reason"] = ("torch.backends.mps.is_available() is False: macOS older than 12.3 "
-                                   "or no Metal-capable GPU")
+                entry["reason"] = (
+                    "torch.backends.mps.is_available() is False: macOS older than 12.3 or no Metal-capable GPU"
+                )
             return entry
         entry.update(present=True, is_available=True)
         entry["devices"] = [{**self.device_info(d), "macos_version": entry["macos_version"]} for d in devices]
@@ -85,12 +100,13 @@ class MpsBackend(Backend):
         have = torch_version_tuple(getattr(self.torch, "__version__", "0.0"))
         if have < MPS_AUTOCAST_MIN_TORCH:
             need = ".".join(map(str, MPS_AUTOCAST_MIN_TORCH))
-            return (f"torch.autocast('mps') needs torch >= {need}; this is {self.torch.__version__}: "
-                    "a newer torch")
+            return f"torch.autocast('mps') needs torch >= {need}; this is {self.torch.__version__}: a newer torch"
         if policy.use_scaler and have < MPS_SCALER_MIN_TORCH:
             need = ".".join(map(str, MPS_SCALER_MIN_TORCH))
-            return (f"torch.amp.GradScaler on MPS needs torch >= {need} (pytorch/pytorch#142397); this is "
-                    f"{self.torch.__version__}: use amp.dtype bfloat16 or a newer torch")
+            return (
+                f"torch.amp.GradScaler on MPS needs torch >= {need} (pytorch/pytorch#142397); this is "
+                f"{self.torch.__version__}: use amp.dtype bfloat16 or a newer torch"
+            )
         return None
 
     def reset_peak_memory(self, device: str) -> bool:

@@ -38,7 +38,7 @@ class XlaBackend(Backend):
     title = "XLA (TPU)"
     amp_default_dtype = "bfloat16"  # TPUs compute in bf16
     collective = "xla"
-    default_cache_bytes = 128 * 1024 ** 2  # TPU v4 CMEM
+    default_cache_bytes = 128 * 1024**2  # TPU v4 CMEM
     install_hint = "pip install 'accelbench[xla]' (torch_xla) on a TPU VM"
 
     def telemetry_missing_reason(self) -> str:
@@ -51,8 +51,10 @@ class XlaBackend(Backend):
             try:
                 self._xla = self._import("torch_xla")
             except Exception as exc:  # ImportError, or a broken install raising anything at import
-                raise BackendUnavailable(f"backend 'xla': torch_xla is not installed or does not import "
-                                         f"({type(exc).__name__}: {exc}); pip install 'accelbench[xla]'") from None
+                raise BackendUnavailable(
+                    f"backend 'xla': torch_xla is not installed or does not import "
+                    f"({type(exc).__name__}: {exc}); pip install 'accelbench[xla]'"
+                ) from None
         return self._xla
 
     def xm(self):
@@ -101,9 +103,11 @@ class XlaBackend(Backend):
         entry["device_kinds"] = sorted({d["device_kind"] for d in entry["devices"] if d.get("device_kind")})
         entry["measured_devices"] = measured
         if len(visible) > len(measured):
-            entry["note"] = (f"one device per process: a stage measures {', '.join(measured)} only "
-                             "(torch_xla.sync() runs the default device's graph); run one process per chip "
-                             "to measure the others")
+            entry["note"] = (
+                f"one device per process: a stage measures {', '.join(measured)} only "
+                "(torch_xla.sync() runs the default device's graph); run one process per chip "
+                "to measure the others"
+            )
         return entry
 
     def device_info(self, device: str) -> dict:
@@ -156,8 +160,10 @@ class XlaBackend(Backend):
     def dtype_support(self, dtype: str, info: dict | None = None) -> str | None:
         reason = super().dtype_support(dtype, info)
         if reason is None and dtype == "float32" and self._precision_api() is None:
-            return ("float32 on XLA needs torch_xla >= 2.5 (set_mat_mul_precision('highest')); at the default "
-                    "precision a float32 product is one bf16 pass")
+            return (
+                "float32 on XLA needs torch_xla >= 2.5 (set_mat_mul_precision('highest')); at the default "
+                "precision a float32 product is one bf16 pass"
+            )
         return reason
 
     # ---- waiting

@@ -26,8 +26,10 @@ class XpuBackend(Backend):
         return "Intel XPU: no telemetry reader (xpu-smi / Level Zero Sysman readers are not written yet)"
 
     def tf32_available(self, info: dict | None = None) -> str | None:
-        return ("tf32: XMX engines run TF32, but PyTorch selects it on XPU through oneDNN's fp32 math mode, which "
-                "accelbench does not switch; float32 stays strict")
+        return (
+            "tf32: XMX engines run TF32, but PyTorch selects it on XPU through oneDNN's fp32 math mode, which "
+            "accelbench does not switch; float32 stays strict"
+        )
 
     def fp8_support(self, info: dict) -> str | None:
         return "fp8: no torch._scaled_mm kernel for XPU (Data Center GPU Max has no fp8 units)"
@@ -41,8 +43,9 @@ class XpuBackend(Backend):
     def devices(self) -> list[str]:
         xpu = self._xpu()
         if not xpu.is_available():
-            raise BackendUnavailable("backend 'xpu': torch.xpu.is_available() is False: no Intel GPU, driver "
-                                     "or XPU build of torch")
+            raise BackendUnavailable(
+                "backend 'xpu': torch.xpu.is_available() is False: no Intel GPU, driver or XPU build of torch"
+            )
         return [f"xpu:{i}" for i in range(xpu.device_count())]
 
     def device_info(self, device: str) -> dict:
@@ -108,8 +111,11 @@ class XpuBackend(Backend):
         """Intel GPUs are render nodes: ``/dev/dri`` and the groups owning it. Rootless Podman cannot map
         host groups (as for ROCm, ``RocmBackend.engine_device_args``): ``--group-add keep-groups`` there."""
         out = ["--device", "/dev/dri"]
-        groups = ["keep-groups"] if runtime == "podman" and rootless else \
-            ["video", *[str(g) for g in dict.fromkeys(device_gids)]]
+        groups = (
+            ["keep-groups"]
+            if runtime == "podman" and rootless
+            else ["video", *[str(g) for g in dict.fromkeys(device_gids)]]
+        )
         for g in groups:
             out += ["--group-add", g]
         return [*out, "--ipc=host"]

@@ -47,20 +47,20 @@ low by about (1 + 3 phi) / n for short series, and NaN from fewer than 3 values 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
 
 LEVEL = 0.95
-BATCHES = 10          # Schmeiser (1982): 10 to 30 batches
-MIN_BATCH_SIZE = 5    # values per batch before batch means are trusted
+BATCHES = 10  # Schmeiser (1982): 10 to 30 batches
+MIN_BATCH_SIZE = 5  # values per batch before batch means are trusted
 MIN_BATCH_BLOCKS = BATCHES * MIN_BATCH_SIZE
 BATCH_MEANS = "batch_means"
 DESCRIPTIVE = "descriptive"
 CI_METHODS = (BATCH_MEANS, DESCRIPTIVE)
-ORDER_MIN = 6         # the fewest values from which an order-statistic 95% interval of the median exists
+ORDER_MIN = 6  # the fewest values from which an order-statistic 95% interval of the median exists
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,12 @@ def lag1_autocorr(values: Sequence[float], log: bool = True) -> float:
 def _batches(x: np.ndarray, batches: int) -> np.ndarray:
     """The last ``batches * (n // batches)`` values as a (batches, m) array, in time order."""
     m = x.size // batches
-    return x[x.size - batches * m:].reshape(batches, m)
+    return x[x.size - batches * m :].reshape(batches, m)
 
 
-def batch_means_ci(values: Sequence[float], statistic: str = "mean", batches: int = BATCHES,
-                   level: float = LEVEL) -> tuple[float, float, float]:
+def batch_means_ci(
+    values: Sequence[float], statistic: str = "mean", batches: int = BATCHES, level: float = LEVEL
+) -> tuple[float, float, float]:
     """(estimate, low, high): the whole-series ``statistic`` ("mean" or "median") and its non-overlapping
     batch-means interval over ``batches`` consecutive batches (see the module doc). Computed from any series
     with at least 2 values per batch; (estimate, NaN, NaN) from fewer. Whether the batches are long enough to

@@ -33,8 +33,12 @@ def failure_status(exc: BaseException, backend=None) -> str:
     if backend is not None and backend.is_oom(exc):
         return "oom"
     msg = str(exc).lower()
-    if isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg \
-            or "failed to allocate" in msg:
+    if (
+        isinstance(exc, MemoryError)
+        or "out of memory" in msg
+        or "can't allocate memory" in msg
+        or "failed to allocate" in msg
+    ):
         return "oom"
     if isinstance(exc, NotImplementedError) or any(m in msg for m in UNSUPPORTED_MARKERS):
         return "unsupported"

@@ -7,7 +7,7 @@ not the timing noise inside one.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from scipy import stats

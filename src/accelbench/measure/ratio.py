@@ -26,9 +26,9 @@ or no interval exists.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -109,8 +109,9 @@ def _thin(x: np.ndarray) -> np.ndarray:
     return x[np.linspace(0, x.size - 1, MAX_SAMPLES).round().astype(int)]
 
 
-def hodges_lehmann_ratio(baseline_s: Sequence[float], candidate_s: Sequence[float],
-                         level: float = LEVEL) -> RatioEstimate:
+def hodges_lehmann_ratio(
+    baseline_s: Sequence[float], candidate_s: Sequence[float], level: float = LEVEL
+) -> RatioEstimate:
     """candidate/baseline time ratio with its Moses interval (see the module doc). Times must be > 0."""
     b = _thin(np.asarray(baseline_s, dtype=float))
     c = _thin(np.asarray(candidate_s, dtype=float))

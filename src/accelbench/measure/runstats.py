@@ -79,9 +79,18 @@ def pooled_sd(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _empty(reason: str, ratio: float = math.nan, spread: float = math.nan) -> dict:
-    return {"verdict": "inconclusive", "ratio": ratio, "ci95_low": math.nan, "ci95_high": math.nan,
-            "spread_log_sd": spread, "spread_source": "none", "t_df": math.nan, "p_value": math.nan,
-            "tost_p": math.nan, "reason": reason}
+    return {
+        "verdict": "inconclusive",
+        "ratio": ratio,
+        "ci95_low": math.nan,
+        "ci95_high": math.nan,
+        "spread_log_sd": spread,
+        "spread_source": "none",
+        "t_df": math.nan,
+        "p_value": math.nan,
+        "tost_p": math.nan,
+        "reason": reason,
+    }
 
 
 def _t_cdf(x: float, dof: float) -> float:
@@ -92,9 +101,14 @@ def _t_ppf(q: float, dof: float) -> float:
     return float(stats.norm.ppf(q)) if math.isinf(dof) else float(stats.t.ppf(q, dof))
 
 
-def compare_groups(base_log_medians: Sequence[float], cand_log_medians: Sequence[float], min_effect: float,
-                   alpha: float = ALPHA, spread_log_sd: float | None = None,
-                   spread_df: float | None = None) -> dict:
+def compare_groups(
+    base_log_medians: Sequence[float],
+    cand_log_medians: Sequence[float],
+    min_effect: float,
+    alpha: float = ALPHA,
+    spread_log_sd: float | None = None,
+    spread_df: float | None = None,
+) -> dict:
     """Verdict on candidate vs baseline from each run's log median time at one point (see the module doc).
 
     ``spread_log_sd``: a between-run sd of log run medians measured elsewhere (history), used only when the
@@ -159,10 +173,21 @@ def compare_groups(base_log_medians: Sequence[float], cand_log_medians: Sequence
         if p < alpha:
             reason = f"a change smaller than \u00b1{100 * min_effect:g}% that is not shown to be within it"
         else:
-            reason = (f"interval crosses \u00b1{100 * min_effect:g}% ({nb} vs {nc} runs, between-run sd "
-                      f"{100 * spread:.1f}%)")
-    return {"verdict": verdict, "ratio": ratio, "ci95_low": low, "ci95_high": high, "spread_log_sd": spread,
-            "spread_source": source, "t_df": dof, "p_value": p, "tost_p": tost, "reason": reason}
+            reason = (
+                f"interval crosses \u00b1{100 * min_effect:g}% ({nb} vs {nc} runs, between-run sd {100 * spread:.1f}%)"
+            )
+    return {
+        "verdict": verdict,
+        "ratio": ratio,
+        "ci95_low": low,
+        "ci95_high": high,
+        "spread_log_sd": spread,
+        "spread_source": source,
+        "t_df": dof,
+        "p_value": p,
+        "tost_p": tost,
+        "reason": reason,
+    }
 
 
 def power(runs: int, spread_log_sd: float, slowdown: float = 0.10, alpha: float = ALPHA) -> float:
@@ -175,8 +200,9 @@ def power(runs: int, spread_log_sd: float, slowdown: float = 0.10, alpha: float 
     return float(stats.nct.sf(q, dof, delta) + stats.nct.cdf(-q, dof, delta))
 
 
-def runs_for_power(spread_log_sd: float, slowdown: float = 0.10, target: float = 0.80, alpha: float = ALPHA,
-                   max_runs: int = 200) -> int:
+def runs_for_power(
+    spread_log_sd: float, slowdown: float = 0.10, target: float = 0.80, alpha: float = ALPHA, max_runs: int = 200
+) -> int:
     """The smallest runs per side whose ``power`` reaches ``target``."""
     for r in range(2, max_runs + 1):
         if power(r, spread_log_sd, slowdown, alpha) >= target:

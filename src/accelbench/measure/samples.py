@@ -18,7 +18,7 @@ points is one entry in the registry. Pure functions: no files (``run.io`` writes
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -27,9 +27,18 @@ from .. import registry
 
 COLUMNS = list(registry.SAMPLE_COLUMNS)
 SAMPLES_KEY = "samples_s"  # a row's per-block times, for the samples file only (never a CSV column)
-DTYPES = {"run_id": "string", "method_version": "int64", "backend": "string", "device": "string",
-          "table": "string", "point": "string", "sample": "int64", "sample_s": "float64", "calls": "int64",
-          "steady": "bool"}
+DTYPES = {
+    "run_id": "string",
+    "method_version": "int64",
+    "backend": "string",
+    "device": "string",
+    "table": "string",
+    "point": "string",
+    "sample": "int64",
+    "sample_s": "float64",
+    "calls": "int64",
+    "steady": "bool",
+}
 
 
 def canonical(value) -> str:
@@ -56,7 +65,7 @@ def canonical(value) -> str:
         return str(value)
     if math.isnan(number):
         return ""
-    return str(int(number)) if number.is_integer() and abs(number) < 2 ** 63 else repr(number)
+    return str(int(number)) if number.is_integer() and abs(number) < 2**63 else repr(number)
 
 
 def identity_columns(table: str) -> tuple[str, ...]:
@@ -109,13 +118,15 @@ def from_block_rows(table: str, rows: Iterable[dict]) -> pd.DataFrame:
         except (TypeError, ValueError, ZeroDivisionError):
             calls = 1
         base = _base(table, row)
-        records += [{**base, "sample": i, "sample_s": float(v), "calls": calls, "steady": True}
-                    for i, v in enumerate(values)]
+        records += [
+            {**base, "sample": i, "sample_s": float(v), "calls": calls, "steady": True} for i, v in enumerate(values)
+        ]
     return _frame(records)
 
 
-def from_series_rows(table: str, rows: Iterable[dict], *, index: str, value: str,
-                     steady: Callable[[dict], bool]) -> pd.DataFrame:
+def from_series_rows(
+    table: str, rows: Iterable[dict], *, index: str, value: str, steady: Callable[[dict], bool]
+) -> pd.DataFrame:
     """Samples of rows that are themselves one call or step each (warm-up calls, AMP steps): ``index`` numbers
     them within their point, ``value`` is the seconds; rows without a finite time are left out."""
     records = []
@@ -127,8 +138,9 @@ def from_series_rows(table: str, rows: Iterable[dict], *, index: str, value: str
             continue
         if not (math.isfinite(t) and t > 0) or not row.get("device"):
             continue
-        records.append({**_base(table, row), "sample": int(row[index]), "sample_s": t, "calls": 1,
-                        "steady": bool(steady(row))})
+        records.append(
+            {**_base(table, row), "sample": int(row[index]), "sample_s": t, "calls": 1, "steady": bool(steady(row))}
+        )
     return _frame(records)
 
 
@@ -150,9 +162,14 @@ def warmup_steady(rows: list[dict], window: int) -> Callable[[dict], bool]:
 
 def _base(table: str, row: dict) -> dict:
     version = canonical(row.get("method_version"))
-    return {"run_id": row.get("run_id", ""), "method_version": int(version) if version.isdigit() else 0,
-            "backend": row.get("backend", ""), "device": row.get("device", ""), "table": table,
-            "point": point_key(table, row)}
+    return {
+        "run_id": row.get("run_id", ""),
+        "method_version": int(version) if version.isdigit() else 0,
+        "backend": row.get("backend", ""),
+        "device": row.get("device", ""),
+        "table": table,
+        "point": point_key(table, row),
+    }
 
 
 def check(df: pd.DataFrame) -> str | None:

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 Triple = tuple[int, int, int]
 METHOD = "coarse grid + multi-start compass search + confirmation"
@@ -54,7 +54,7 @@ class Axis:
     step: int
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "Axis":
+    def from_config(cls, cfg: dict) -> Axis:
         return cls(int(cfg["min"]), int(cfg["max"]), int(cfg["step"]))
 
     @property
@@ -74,7 +74,7 @@ class Space:
     k: Axis
 
     @classmethod
-    def from_config(cls, search_cfg: dict) -> "Space":
+    def from_config(cls, search_cfg: dict) -> Space:
         return cls(*(Axis.from_config(search_cfg[a]) for a in ("m", "n", "k")))
 
     @property
@@ -143,10 +143,18 @@ class _Stopped(Exception):
         self.reason = reason
 
 
-def search(space: Space, evaluate: Callable[[Triple, str], tuple[float, dict]], *, budget_s: float,
-           estimate_s: Callable[[Triple, str], float] = lambda shape, phase: 0.0,
-           clock: Callable[[], float] = time.monotonic, coarse_points: int = 5, starts: int = 3,
-           confirm: int = 3, stop: Callable[[Evaluation], str | None] = lambda e: None) -> SearchResult:
+def search(
+    space: Space,
+    evaluate: Callable[[Triple, str], tuple[float, dict]],
+    *,
+    budget_s: float,
+    estimate_s: Callable[[Triple, str], float] = lambda shape, phase: 0.0,
+    clock: Callable[[], float] = time.monotonic,
+    coarse_points: int = 5,
+    starts: int = 3,
+    confirm: int = 3,
+    stop: Callable[[Evaluation], str | None] = lambda e: None,
+) -> SearchResult:
     """Search ``space`` for the shape with the highest score (see the module's docstring).
 
     ``evaluate(shape, phase)`` measures one shape and returns (TFLOP/s or NaN, its row);
@@ -238,8 +246,14 @@ def search(space: Space, evaluate: Callable[[Triple, str], tuple[float, dict]], 
             confirmed.append(e)
     usable_confirmed = [e for e in confirmed if e.usable]
     best = max(usable_confirmed, key=lambda e: e.score) if usable_confirmed else best_screened()
-    return SearchResult(evaluations=evaluations, best=best, grid_points=space.size,
-                        evaluated_shapes=len(screened), stop_reason=stop_reason, elapsed_s=clock() - t0)
+    return SearchResult(
+        evaluations=evaluations,
+        best=best,
+        grid_points=space.size,
+        evaluated_shapes=len(screened),
+        stop_reason=stop_reason,
+        elapsed_s=clock() - t0,
+    )
 
 
 def exhaustive(space: Space, evaluate: Callable[[Triple, str], tuple[float, dict]]) -> SearchResult:
@@ -250,9 +264,14 @@ def exhaustive(space: Space, evaluate: Callable[[Triple, str], tuple[float, dict
         score, row = evaluate(shape, "exhaustive")
         evaluations.append(Evaluation(shape, "exhaustive", float(score), row, len(evaluations)))
     usable = [e for e in evaluations if e.usable]
-    return SearchResult(evaluations=evaluations, best=max(usable, key=lambda e: e.score) if usable else None,
-                        grid_points=space.size, evaluated_shapes=len(evaluations), stop_reason="exhaustive",
-                        elapsed_s=math.nan)
+    return SearchResult(
+        evaluations=evaluations,
+        best=max(usable, key=lambda e: e.score) if usable else None,
+        grid_points=space.size,
+        evaluated_shapes=len(evaluations),
+        stop_reason="exhaustive",
+        elapsed_s=math.nan,
+    )
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Callable, Sequence
 
 from .failures import one_line
 
@@ -37,8 +37,14 @@ def stable_window(times_s: Sequence[float], window: int, rel_tol: float) -> bool
     return med > 0 and all(abs(t - med) <= rel_tol * med for t in last)
 
 
-def run_until_stable(call: Callable[[], float], *, window: int, rel_tol: float, max_iters: int,
-                     clock_mhz: Callable[[], float | None] | None = None) -> dict:
+def run_until_stable(
+    call: Callable[[], float],
+    *,
+    window: int,
+    rel_tol: float,
+    max_iters: int,
+    clock_mhz: Callable[[], float | None] | None = None,
+) -> dict:
     """Time ``call`` (which returns the seconds of one synchronized call) until stable or ``max_iters``.
 
     With ``clock_mhz`` (the device clock, read after each call), stable also needs the last ``window``
@@ -57,10 +63,22 @@ def run_until_stable(call: Callable[[], float], *, window: int, rel_tol: float, 
             clocks.append(clock_mhz())
         clock_ok = clock_mhz is None or (None not in clocks[-window:] and stable_window(clocks, window, rel_tol))
         if stable_window(times, window, rel_tol) and clock_ok:
-            return {"times_s": times, "cold_s": times[0], "warm_s": median(times[-window:]),
-                    "stable_at_iter": len(times) - window, "status": "ok", "clock_mhz": clocks}
-    return {"times_s": times, "cold_s": times[0], "warm_s": median(times[-window:]) if times else math.nan,
-            "stable_at_iter": -1, "status": "unstable", "clock_mhz": clocks}
+            return {
+                "times_s": times,
+                "cold_s": times[0],
+                "warm_s": median(times[-window:]),
+                "stable_at_iter": len(times) - window,
+                "status": "ok",
+                "clock_mhz": clocks,
+            }
+    return {
+        "times_s": times,
+        "cold_s": times[0],
+        "warm_s": median(times[-window:]) if times else math.nan,
+        "stable_at_iter": -1,
+        "status": "unstable",
+        "clock_mhz": clocks,
+    }
 
 
 def synced_call(backend, device: str, n: int, seed: int = 0) -> Callable[[], float]:
@@ -82,41 +100,59 @@ def synced_call(backend, device: str, n: int, seed: int = 0) -> Callable[[], flo
     return call
 
 
-def warm_up(backend, device: str, warm_cfg: dict, seed: int = 0,
-            make_call: Callable[..., Callable[[], float]] = synced_call,
-            clock_mhz: Callable[[], float | None] | None = None) -> dict:
+def warm_up(
+    backend,
+    device: str,
+    warm_cfg: dict,
+    seed: int = 0,
+    make_call: Callable[..., Callable[[], float]] = synced_call,
+    clock_mhz: Callable[[], float | None] | None = None,
+) -> dict:
     """``run_until_stable`` on the fixed workload (and the clock, with ``clock_mhz``); an exception is
     returned as status ``error``."""
     n = warm_cfg["n"]
     try:
-        return run_until_stable(make_call(backend, device, n, seed), window=warm_cfg["window"],
-                                rel_tol=warm_cfg["rel_tol"], max_iters=warm_cfg["max_iters"], clock_mhz=clock_mhz)
+        return run_until_stable(
+            make_call(backend, device, n, seed),
+            window=warm_cfg["window"],
+            rel_tol=warm_cfg["rel_tol"],
+            max_iters=warm_cfg["max_iters"],
+            clock_mhz=clock_mhz,
+        )
     except Exception as exc:
-        return {"times_s": [], "cold_s": math.nan, "warm_s": math.nan, "stable_at_iter": -1, "status": "error",
-                "detail": one_line(exc)}
+        return {
+            "times_s": [],
+            "cold_s": math.nan,
+            "warm_s": math.nan,
+            "stable_at_iter": -1,
+            "status": "error",
+            "detail": one_line(exc),
+        }
 
 
 @dataclass(frozen=True)
 class DeviceWarmup:
     """How a measuring stage warmed one device before measuring it: the columns every row of it carries."""
 
-    seconds: float       # wall time from the first warm-up call to stable (or giving up)
-    calls: int           # calls made
-    status: str          # ok (stable), unstable (never within rel_tol), error (the workload failed)
-    warm_s: float        # the stable per-call time
+    seconds: float  # wall time from the first warm-up call to stable (or giving up)
+    calls: int  # calls made
+    status: str  # ok (stable), unstable (never within rel_tol), error (the workload failed)
+    warm_s: float  # the stable per-call time
     detail: str = ""
     clock_mhz: float | None = None  # the device clock after the last call, where telemetry reads it
 
     def columns(self) -> dict:
-        return {"device_warmup_s": self.seconds, "device_warmup_calls": self.calls,
-                "device_warmup_status": self.status}
+        return {"device_warmup_s": self.seconds, "device_warmup_calls": self.calls, "device_warmup_status": self.status}
 
     def describe(self, device: str) -> str:
-        text = (f"warm-up {device}: {self.status} after {self.calls} call(s) in {self.seconds:.3g} s"
-                f" (stable call {self.warm_s * 1e3:.4g} ms"
-                + (f", clock {self.clock_mhz:.4g} MHz" if self.clock_mhz is not None else "") + ")"
-                if self.status != "error" else
-                f"warm-up {device}: error ({self.detail})")
+        text = (
+            f"warm-up {device}: {self.status} after {self.calls} call(s) in {self.seconds:.3g} s"
+            f" (stable call {self.warm_s * 1e3:.4g} ms"
+            + (f", clock {self.clock_mhz:.4g} MHz" if self.clock_mhz is not None else "")
+            + ")"
+            if self.status != "error"
+            else f"warm-up {device}: error ({self.detail})"
+        )
         return text
 
 
@@ -136,8 +172,9 @@ def device_clock(backend, device: str):
     return (lambda: reader.read_one("clock")), reader
 
 
-def warm_device(backend, device: str, warm_cfg: dict, seed: int = 0,
-                make_call: Callable[..., Callable[[], float]] = synced_call) -> DeviceWarmup:
+def warm_device(
+    backend, device: str, warm_cfg: dict, seed: int = 0, make_call: Callable[..., Callable[[], float]] = synced_call
+) -> DeviceWarmup:
     """Warm ``device`` to the warm-up stage's stability rule, in this process, and say how long it took;
     on an accelerator whose telemetry reads the clock, until the clock has stopped ramping too."""
     started = time.perf_counter()
@@ -149,6 +186,11 @@ def warm_device(backend, device: str, warm_cfg: dict, seed: int = 0,
             reader.close()
     seconds = time.perf_counter() - started
     clocks = [c for c in result.get("clock_mhz", []) if c is not None]
-    return DeviceWarmup(seconds=seconds, calls=len(result["times_s"]), status=result["status"],
-                        warm_s=result["warm_s"], detail=result.get("detail", ""),
-                        clock_mhz=clocks[-1] if clocks else None)
+    return DeviceWarmup(
+        seconds=seconds,
+        calls=len(result["times_s"]),
+        status=result["status"],
+        warm_s=result["warm_s"],
+        detail=result.get("detail", ""),
+        clock_mhz=clocks[-1] if clocks else None,
+    )

@@ -53,10 +53,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Callable, Iterable, Sequence
 
 import psutil
 
@@ -70,24 +70,57 @@ MIN_POWER_INTERVAL_S = 0.01  # RAPL power from two energy reads closer than this
 
 # The columns a window adds to a matmul point, a soak interval or an AMP trial (the rate per joule is the
 # stage's: gflop_per_j, samples_per_j).
-WINDOW_COLUMNS = ("clock_mhz_median", "clock_mhz_min", "power_w_median", "temp_c_max", "energy_j", "throttled",
-                  "throttle_reasons", "telemetry_source")
-WINDOW_EXTRA = ("telemetry_samples", "mem_clock_mhz_median", "util_pct_median", "energy_source",
-                "telemetry_start_unix_s", "telemetry_end_unix_s", "power_source", "telemetry_too_short_for",
-                "clock_source")
+WINDOW_COLUMNS = (
+    "clock_mhz_median",
+    "clock_mhz_min",
+    "power_w_median",
+    "temp_c_max",
+    "energy_j",
+    "throttled",
+    "throttle_reasons",
+    "telemetry_source",
+)
+WINDOW_EXTRA = (
+    "telemetry_samples",
+    "mem_clock_mhz_median",
+    "util_pct_median",
+    "energy_source",
+    "telemetry_start_unix_s",
+    "telemetry_end_unix_s",
+    "power_source",
+    "telemetry_too_short_for",
+    "clock_source",
+)
 # clock_source: "measured" (a clock that can vary), "nominal" (one that cannot: /proc/cpuinfo's fixed "cpu MHz"
 # under a hypervisor, or a fallback reading that never changed over the window; clock_ramp is then unknown)
 CLOCK_MEASURED, CLOCK_NOMINAL = "measured", "nominal"
-SERIES_COLUMNS = ("stage", "time_unix_s", "t_s", "clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "util_pct",
-                  "energy_j", "throttle_reasons", "telemetry_source", "status")
+SERIES_COLUMNS = (
+    "stage",
+    "time_unix_s",
+    "t_s",
+    "clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "temp_c",
+    "util_pct",
+    "energy_j",
+    "throttle_reasons",
+    "telemetry_source",
+    "status",
+)
 
 # NVML clock-event reasons: nvml.h's ``nvmlClocksEventReason*`` defines (CUDA 12.x/13.x nvml.h, "Clocks
 # Event Reasons"; the same nine bits, 0x1-0x100, in nvidia-ml-py's pynvml.py "Clock Event Reasons defines",
 # checked 2026-12-02). nvml.h defines no other bit (0x200/0x400 are not reasons). The first group lowers the
 # clock below what the load asks for: throttling. The second are clock events that are not (an idle GPU,
 # clocks set by the user, sync boost, display).
-NVML_THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-                      0x80: "hw_power_brake"}
+NVML_THROTTLE_BITS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+}
 NVML_OTHER_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x10: "sync_boost", 0x100: "display_clocks"}
 
 # AMD SMU throttler bits (Linux drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h, SMU_THROTTLER_*_BIT, since
@@ -122,15 +155,16 @@ def _finite(x) -> float | None:
 # Readings and readers
 # ---------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Reading:
     """One read of every sensor a reader has; None where a sensor is missing or failed this time."""
 
-    t: float                               # the sampler's clock (seconds, monotonic)
-    clock_mhz: float | None = None         # SM (NVIDIA), GFX (AMD), mean core clock (CPU)
+    t: float  # the sampler's clock (seconds, monotonic)
+    clock_mhz: float | None = None  # SM (NVIDIA), GFX (AMD), mean core clock (CPU)
     mem_clock_mhz: float | None = None
     power_w: float | None = None
-    energy_j: float | None = None          # a cumulative counter, wraps corrected, from an arbitrary origin
+    energy_j: float | None = None  # a cumulative counter, wraps corrected, from an arbitrary origin
     temp_c: float | None = None
     util_pct: float | None = None
     throttle: tuple[str, ...] | None = None  # throttling reasons seen at this read; () none; None unknown
@@ -177,7 +211,7 @@ class Reader:
 
     def __init__(self):
         self._getters: dict[str, Getter] = {}
-        self.found: dict[str, str] = {}    # sensor -> where it is read from
+        self.found: dict[str, str] = {}  # sensor -> where it is read from
         self.missing: dict[str, str] = {}  # sensor -> why it is not read
         self.opened = False
         self.power_source: str | None = None  # what the power sensor is (instant, average_1s, ...), once open
@@ -192,7 +226,7 @@ class Reader:
         the whole source is unavailable (the message goes to every sensor)."""
         raise NotImplementedError
 
-    def open(self) -> "Reader":
+    def open(self) -> Reader:
         if self.opened:
             return self
         self.opened = True
@@ -203,7 +237,7 @@ class Reader:
             return self
         except Exception as exc:  # the library will not start (no driver, no device): every sensor says why
             reason = one_line(exc, 200)
-            self.missing = {s: reason for s in SENSORS}
+            self.missing = dict.fromkeys(SENSORS, reason)
             return self
         for name in SENSORS:
             if name not in getters:
@@ -235,11 +269,16 @@ class Reader:
             except Exception:  # a sensor that fails once gives a null for this read, never a 0
                 values[name] = None
         throttle = values.get("throttle")
-        return Reading(t=t, clock_mhz=_finite(values.get("clock")), mem_clock_mhz=_finite(values.get("mem_clock")),
-                       power_w=_finite(values.get("power")), energy_j=_finite(values.get("energy")),
-                       temp_c=_finite(values.get("temperature")), util_pct=_finite(values.get("utilization")),
-                       throttle=tuple(sorted(throttle)) if isinstance(throttle, (tuple, list, set, frozenset))
-                       else None)
+        return Reading(
+            t=t,
+            clock_mhz=_finite(values.get("clock")),
+            mem_clock_mhz=_finite(values.get("mem_clock")),
+            power_w=_finite(values.get("power")),
+            energy_j=_finite(values.get("energy")),
+            temp_c=_finite(values.get("temperature")),
+            util_pct=_finite(values.get("utilization")),
+            throttle=tuple(sorted(throttle)) if isinstance(throttle, (tuple, list, set, frozenset)) else None,
+        )
 
     def read_one(self, sensor: str) -> float | None:
         """One sensor alone, now (the warm-up's clock: one NVML call, not every sensor's); None when it is
@@ -271,10 +310,11 @@ class NullReader(Reader):
         self.reason = reason
 
     def sensors(self):
-        return {}, {s: self.reason for s in SENSORS}
+        return {}, dict.fromkeys(SENSORS, self.reason)
 
 
 # ---- CPU: sysfs, procfs, psutil ----------------------------------------------------------------------
+
 
 def _read_text(path: Path) -> str | None:
     try:
@@ -310,8 +350,12 @@ class RaplPackages:
 
     ZONE = re.compile(r"^[a-z]+-rapl:\d+$")
 
-    def __init__(self, powercap: Path, clock: Callable[[], float] = time.perf_counter,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        powercap: Path,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.powercap = powercap
         self.clock = clock
         self.sleep = sleep
@@ -323,8 +367,10 @@ class RaplPackages:
     def find(self) -> str | None:
         """Find the package zones; None when usable, else why not (one line)."""
         if not self.powercap.is_dir():
-            return (f"no RAPL: {self.powercap} does not exist (a VM or container without RAPL, or a kernel "
-                    "without the powercap driver)")
+            return (
+                f"no RAPL: {self.powercap} does not exist (a VM or container without RAPL, or a kernel "
+                "without the powercap driver)"
+            )
         zones = sorted(p for p in self.powercap.iterdir() if self.ZONE.match(p.name) and "mmio" not in p.name)
         if not zones:
             return f"no RAPL package zone (*-rapl:N) under {self.powercap}"
@@ -334,8 +380,10 @@ class RaplPackages:
                 with open(energy) as fh:
                     int(fh.read().strip())
             except PermissionError:
-                return (f"RAPL {energy} is readable by root only (the kernel's mitigation of CVE-2020-8694): run "
-                        f"as root or make it readable (chmod o+r)")
+                return (
+                    f"RAPL {energy} is readable by root only (the kernel's mitigation of CVE-2020-8694): run "
+                    f"as root or make it readable (chmod o+r)"
+                )
             except (OSError, ValueError) as exc:
                 return f"RAPL {energy} unreadable: {one_line(exc, 120)}"
             max_range = _finite((_read_text(zone / "max_energy_range_uj") or "").strip())
@@ -381,9 +429,16 @@ class CpuSysfsReader(Reader):
 
     source = "cpu_sysfs"
 
-    def __init__(self, *, sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc"),
-                 cpus: Iterable[int] | None = None, psutil_module=psutil, clock: Callable[[], float] = time.perf_counter,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        *,
+        sys_root: Path = Path("/sys"),
+        proc_root: Path = Path("/proc"),
+        cpus: Iterable[int] | None = None,
+        psutil_module=psutil,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         super().__init__()
         self.sys_root, self.proc_root = Path(sys_root), Path(proc_root)
         if cpus is None:
@@ -403,6 +458,7 @@ class CpuSysfsReader(Reader):
         files = [cpu_dir / f"cpu{c}" / "cpufreq" / "scaling_cur_freq" for c in self.cpus]
         files = [f for f in files if _read_text(f) is not None]
         if files:
+
             def from_cpufreq():
                 khz = [int(_read_text(f)) for f in files]
                 return sum(khz) / len(khz) / 1000.0
@@ -414,8 +470,9 @@ class CpuSysfsReader(Reader):
         if mine:
             self.clock_fallback = True
             if re.search(r"^flags\s*:.*\bhypervisor\b", _read_text(cpuinfo) or "", re.MULTILINE):
-                self.clock_nominal = (f"{cpuinfo} 'cpu MHz' under a hypervisor (no cpufreq): the guest sees a "
-                                      "fixed nominal clock")
+                self.clock_nominal = (
+                    f"{cpuinfo} 'cpu MHz' under a hypervisor (no cpufreq): the guest sees a fixed nominal clock"
+                )
 
             def from_cpuinfo():
                 values = cpuinfo_mhz(_read_text(cpuinfo) or "")
@@ -433,8 +490,11 @@ class CpuSysfsReader(Reader):
         chips = read() or {}
         chip = next((c for c in CPU_TEMP_CHIPS if chips.get(c)), None)
         if chip is None:
-            return None, ("no CPU temperature sensor (psutil.sensors_temperatures() found "
-                          + (", ".join(sorted(chips)) if chips else "none: usual in a VM") + ")")
+            return None, (
+                "no CPU temperature sensor (psutil.sensors_temperatures() found "
+                + (", ".join(sorted(chips)) if chips else "none: usual in a VM")
+                + ")"
+            )
 
         def hottest():
             entries = (read() or {}).get(chip) or []
@@ -454,8 +514,9 @@ class CpuSysfsReader(Reader):
                 if _read_text(path) is not None:
                     counters.append((path, f"thermal_{kind}"))
         if not counters:
-            return None, (f"no thermal_throttle counters under {cpu_dir}/cpu*/ (Intel therm_throt only; absent in VMs "
-                          "and on AMD)")
+            return None, (
+                f"no thermal_throttle counters under {cpu_dir}/cpu*/ (Intel therm_throt only; absent in VMs and on AMD)"
+            )
 
         def reasons():
             seen = set()
@@ -472,8 +533,11 @@ class CpuSysfsReader(Reader):
     def sensors(self):
         getters: dict[str, tuple[Getter, str]] = {}
         why: dict[str, str] = {"mem_clock": "the CPU's memory clock is not exposed to software"}
-        for name, make in (("clock", self._clock_getter), ("temperature", self._temperature_getter),
-                           ("throttle", self._throttle_getter)):
+        for name, make in (
+            ("clock", self._clock_getter),
+            ("temperature", self._temperature_getter),
+            ("throttle", self._throttle_getter),
+        ):
             got, reason = make()
             if got:
                 getters[name] = got
@@ -504,6 +568,7 @@ class CpuSysfsReader(Reader):
 
 
 # ---- NVIDIA: NVML through nvidia-ml-py ----------------------------------------------------------------
+
 
 def nvml_reasons(mask: int) -> tuple[str, ...]:
     """The throttling reasons in an NVML clock-event mask (the non-throttling events left out)."""
@@ -538,8 +603,9 @@ class NvmlReader(Reader):
         try:
             nvml = self._import("pynvml")
         except ImportError as exc:
-            raise SourceUnavailable(f"pynvml is not importable ({one_line(exc, 80)}): pip install 'accelbench[nvidia]' "
-                               "(nvidia-ml-py)") from None
+            raise SourceUnavailable(
+                f"pynvml is not importable ({one_line(exc, 80)}): pip install 'accelbench[nvidia]' (nvidia-ml-py)"
+            ) from None
         nvml.nvmlInit()
         self.nvml = nvml
         handle, how = None, f"index {self.index}"
@@ -549,18 +615,24 @@ class NvmlReader(Reader):
                 handle, how = nvml.nvmlDeviceGetHandleByUUID(uuid), f"UUID {uuid}"
         if handle is None:
             handle = nvml.nvmlDeviceGetHandleByIndex(self.index)
-        events = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        events = (
+            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         where = f"NVML ({how})"
         power = self._power_getter(nvml, handle, where)
         getters = {
             "clock": (lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), f"{where} SM clock"),
             "mem_clock": (lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM), f"{where} memory clock"),
             "power": power,
-            "energy": (lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0,
-                       f"{where} total energy consumption (Volta and later)"),
-            "temperature": (lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
-                            f"{where} GPU temperature"),
+            "energy": (
+                lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0,
+                f"{where} total energy consumption (Volta and later)",
+            ),
+            "temperature": (
+                lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+                f"{where} GPU temperature",
+            ),
             "utilization": (lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu, f"{where} GPU utilization"),
             "throttle": (lambda: nvml_reasons(events(handle)), f"{where} {events.__name__}"),
         }
@@ -587,8 +659,7 @@ class NvmlReader(Reader):
             except Exception as exc:
                 why = f"NVML_FI_DEV_POWER_INSTANT: {one_line(exc, 80)}"
         self.power_source, self.min_window_s = "average_1s", dict(NVML_MIN_WINDOW_S["average_1s"])
-        return (lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-                f"{where} power usage (1 s average; {why})")
+        return (lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0, f"{where} power usage (1 s average; {why})")
 
     def close(self) -> None:
         if self.nvml is not None:
@@ -598,6 +669,7 @@ class NvmlReader(Reader):
 
 
 # ---- AMD: amdsmi ------------------------------------------------------------------------------------------
+
 
 def amd_reasons(status) -> tuple[str, ...] | None:
     """Throttling reasons from gpu_metrics' ``indep_throttle_status``: a 64-bit mask (16 bits per group:
@@ -644,8 +716,13 @@ class AmdSmiReader(Reader):
 
     source = "amdsmi"
 
-    def __init__(self, index: int, pci_bus_id: str | None = None, import_module: Callable = importlib.import_module,
-                 environ: dict | None = None):
+    def __init__(
+        self,
+        index: int,
+        pci_bus_id: str | None = None,
+        import_module: Callable = importlib.import_module,
+        environ: dict | None = None,
+    ):
         super().__init__()
         self.index, self.pci_bus_id = int(index), pci_bus_id
         self._import = import_module
@@ -673,18 +750,24 @@ class AmdSmiReader(Reader):
         partitions -= {"SPX", "", "N/A", "NONE"}
         if reorder or partitions:
             why = "; ".join(reorder + [f"compute partition {p}" for p in sorted(partitions)])
-            raise SourceUnavailable(f"amdsmi: no hip_id and no PCI address matched torch's device {self.index}, and "
-                                    f"matching by position would read another GPU here ({why})")
+            raise SourceUnavailable(
+                f"amdsmi: no hip_id and no PCI address matched torch's device {self.index}, and "
+                f"matching by position would read another GPU here ({why})"
+            )
         if self.index >= len(handles):
-            raise SourceUnavailable(f"amdsmi lists {len(handles)} GPU(s); torch's device {self.index} is not among them")
+            raise SourceUnavailable(
+                f"amdsmi lists {len(handles)} GPU(s); torch's device {self.index} is not among them"
+            )
         return handles[self.index], f"position {self.index}"
 
     def sensors(self):
         try:
             smi = self._import("amdsmi")
         except ImportError as exc:
-            raise SourceUnavailable(f"amdsmi is not importable ({one_line(exc, 80)}): pip install 'accelbench[rocm]' "
-                               "(amdsmi, matching the ROCm version)") from None
+            raise SourceUnavailable(
+                f"amdsmi is not importable ({one_line(exc, 80)}): pip install 'accelbench[rocm]' "
+                "(amdsmi, matching the ROCm version)"
+            ) from None
         smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
         self.smi = smi
         h, how = self._handle(smi)  # SourceUnavailable: every sensor missing with why
@@ -716,9 +799,14 @@ class AmdSmiReader(Reader):
             return reasons if reasons is not None else amd_reasons(metrics.get("throttle_status"))
 
         getters = {
-            "clock": (lambda: _finite(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.GFX)["clk"]), f"{where} GFX clock"),
-            "mem_clock": (lambda: _finite(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.MEM)["clk"]),
-                          f"{where} memory clock"),
+            "clock": (
+                lambda: _finite(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.GFX)["clk"]),
+                f"{where} GFX clock",
+            ),
+            "mem_clock": (
+                lambda: _finite(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.MEM)["clk"]),
+                f"{where} memory clock",
+            ),
             "power": (power, f"{where} socket power"),
             "energy": (energy, f"{where} energy accumulator (not in VM guests)"),
             "temperature": (temperature, f"{where} hotspot (else edge) temperature"),
@@ -747,6 +835,7 @@ class AmdSmiReader(Reader):
 # ---------------------------------------------------------------------------------------------------------
 # Pure statistics of a window
 # ---------------------------------------------------------------------------------------------------------
+
 
 def clock_halves(clocks_mhz: Sequence[float | None]) -> tuple[float, float] | None:
     """The medians of the first and the second half of a window's clock readings in time order (the
@@ -777,7 +866,7 @@ def settled_from(values: Sequence[float | None], rel_tol: float = DEFAULT_SETTLE
     known = [v for v in values if v is not None]
     if not known:
         return None
-    level = median(known[len(known) // 2:])
+    level = median(known[len(known) // 2 :])
     index = len(values)
     for i in range(len(values) - 1, -1, -1):
         v = values[i]
@@ -829,15 +918,23 @@ def clock_source(clocks_mhz: Sequence[float | None], nominal: str | None = None,
     return CLOCK_MEASURED
 
 
-def summarize(readings: Sequence[Reading], source: str, wall_offset: float = 0.0,
-              rel_tol: float = DEFAULT_SETTLE_REL_TOL, *, power_source: str | None = None,
-              min_window_s: dict[str, float] | None = None, clock_nominal: str | None = None,
-              clock_fallback: bool = False) -> dict:
+def summarize(
+    readings: Sequence[Reading],
+    source: str,
+    wall_offset: float = 0.0,
+    rel_tol: float = DEFAULT_SETTLE_REL_TOL,
+    *,
+    power_source: str | None = None,
+    min_window_s: dict[str, float] | None = None,
+    clock_nominal: str | None = None,
+    clock_fallback: bool = False,
+) -> dict:
     """The columns of one window (``WINDOW_COLUMNS`` + ``WINDOW_EXTRA`` + ``clock_settled``), from its
     readings in time order. A sensor without a reading gives None, never 0. ``power_source`` says what the
     power readings are (NVML: ``instant`` or ``average_1s``); ``telemetry_too_short_for`` lists the sensors
     whose reading the window is shorter than ``min_window_s`` allows (their values are kept, flagged). A nominal
     clock (``clock_source``) gives ``clock_settled`` None: a clock that cannot vary says nothing of settling."""
+
     def values(attr):
         return [getattr(r, attr) for r in readings if getattr(r, attr) is not None]
 
@@ -872,13 +969,19 @@ def summarize(readings: Sequence[Reading], source: str, wall_offset: float = 0.0
 
 def off_columns(source: str) -> dict:
     """A window's columns when nothing was sampled (telemetry off, or no sensor): every value null."""
-    return {**{c: None for c in (*WINDOW_COLUMNS, *WINDOW_EXTRA)}, "telemetry_source": source,
-            "telemetry_samples": 0, "clock_settled": None, "clock_halves_mhz": None}
+    return {
+        **dict.fromkeys((*WINDOW_COLUMNS, *WINDOW_EXTRA)),
+        "telemetry_source": source,
+        "telemetry_samples": 0,
+        "clock_settled": None,
+        "clock_halves_mhz": None,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The sampler
 # ---------------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Window:
@@ -901,9 +1004,16 @@ class Window:
     def columns(self) -> dict:
         if not self.sampled or not self.readings:
             return off_columns(self.source)
-        return summarize(self.readings, self.source, self.wall_offset, self.rel_tol,
-                         power_source=self.power_source, min_window_s=self.min_window_s,
-                         clock_nominal=self.clock_nominal, clock_fallback=self.clock_fallback)
+        return summarize(
+            self.readings,
+            self.source,
+            self.wall_offset,
+            self.rel_tol,
+            power_source=self.power_source,
+            min_window_s=self.min_window_s,
+            clock_nominal=self.clock_nominal,
+            clock_fallback=self.clock_fallback,
+        )
 
 
 class Sampler:
@@ -915,8 +1025,15 @@ class Sampler:
     and the window's edges never read the sensors at once). ``clock``/``wall`` are for tests.
     """
 
-    def __init__(self, reader: Reader, hz: float = DEFAULT_HZ, *, rel_tol: float = DEFAULT_SETTLE_REL_TOL,
-                 clock: Callable[[], float] = time.perf_counter, wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        reader: Reader,
+        hz: float = DEFAULT_HZ,
+        *,
+        rel_tol: float = DEFAULT_SETTLE_REL_TOL,
+        clock: Callable[[], float] = time.perf_counter,
+        wall: Callable[[], float] = time.time,
+    ):
         if not hz > 0:
             raise ValueError(f"telemetry.hz: {hz!r} is out of range; allowed: > 0 (0 turns the sampler off)")
         self.reader = reader.open()
@@ -926,7 +1043,7 @@ class Sampler:
         self.wall_offset = wall() - clock()  # a reading's time on the wall clock: t + wall_offset
         self.readings: list[Reading] = []
         self.thread_cpu_s = 0.0  # CPU time the sampling thread used (its cost, immune to other load)
-        self.window_s = 0.0      # wall time spent inside windows
+        self.window_s = 0.0  # wall time spent inside windows
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -957,9 +1074,15 @@ class Sampler:
 
     @contextlib.contextmanager
     def window(self):
-        w = Window(self.source, self.wall_offset, self.rel_tol, power_source=self.reader.power_source,
-                   min_window_s=dict(self.reader.min_window_s), clock_nominal=self.reader.clock_nominal,
-                   clock_fallback=self.reader.clock_fallback)
+        w = Window(
+            self.source,
+            self.wall_offset,
+            self.rel_tol,
+            power_source=self.reader.power_source,
+            min_window_s=dict(self.reader.min_window_s),
+            clock_nominal=self.reader.clock_nominal,
+            clock_fallback=self.reader.clock_fallback,
+        )
         opened = self.clock()
         first = self.sample()
         self._stop.clear()
@@ -982,12 +1105,22 @@ class DeviceTelemetry:
     (``telemetry.hz`` 0: source ``off``; a reader with no sensor: its source, every value null).
     ``window()`` yields a ``Window`` whose ``columns()`` go on the row; ``series()`` is the time series."""
 
-    def __init__(self, reader: Reader | None, hz: float, *, rel_tol: float = DEFAULT_SETTLE_REL_TOL,
-                 clock: Callable[[], float] = time.perf_counter, wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        reader: Reader | None,
+        hz: float,
+        *,
+        rel_tol: float = DEFAULT_SETTLE_REL_TOL,
+        clock: Callable[[], float] = time.perf_counter,
+        wall: Callable[[], float] = time.time,
+    ):
         self.hz = hz
         self.reader = reader.open() if (reader is not None and hz > 0) else reader
-        self.sampler = (Sampler(self.reader, hz, rel_tol=rel_tol, clock=clock, wall=wall)
-                        if self.reader is not None and hz > 0 and self.reader.any else None)
+        self.sampler = (
+            Sampler(self.reader, hz, rel_tol=rel_tol, clock=clock, wall=wall)
+            if self.reader is not None and hz > 0 and self.reader.any
+            else None
+        )
         self.rel_tol = rel_tol
 
     @property
@@ -1018,17 +1151,34 @@ class DeviceTelemetry:
         reading, energy since the first reading; one row with the status when nothing was sampled."""
         status, why = self.status()
         if self.sampler is None or not self.sampler.readings:
-            return [{"stage": stage, "telemetry_source": self.source, "status": status if status != "ok" else "empty",
-                     "status_detail": why or "no window was sampled"}]
+            return [
+                {
+                    "stage": stage,
+                    "telemetry_source": self.source,
+                    "status": status if status != "ok" else "empty",
+                    "status_detail": why or "no window was sampled",
+                }
+            ]
         readings = self.sampler.readings
         t0 = readings[0].t
         e0 = next((r.energy_j for r in readings if r.energy_j is not None), None)
-        return [{"stage": stage, "time_unix_s": r.t + self.sampler.wall_offset, "t_s": r.t - t0,
-                 "clock_mhz": r.clock_mhz, "mem_clock_mhz": r.mem_clock_mhz, "power_w": r.power_w,
-                 "temp_c": r.temp_c, "util_pct": r.util_pct,
-                 "energy_j": None if r.energy_j is None or e0 is None else r.energy_j - e0,
-                 "throttle_reasons": None if r.throttle is None else ";".join(r.throttle),
-                 "telemetry_source": self.source, "status": "ok"} for r in readings]
+        return [
+            {
+                "stage": stage,
+                "time_unix_s": r.t + self.sampler.wall_offset,
+                "t_s": r.t - t0,
+                "clock_mhz": r.clock_mhz,
+                "mem_clock_mhz": r.mem_clock_mhz,
+                "power_w": r.power_w,
+                "temp_c": r.temp_c,
+                "util_pct": r.util_pct,
+                "energy_j": None if r.energy_j is None or e0 is None else r.energy_j - e0,
+                "throttle_reasons": None if r.throttle is None else ";".join(r.throttle),
+                "telemetry_source": self.source,
+                "status": "ok",
+            }
+            for r in readings
+        ]
 
     def close(self) -> None:
         if self.reader is not None:

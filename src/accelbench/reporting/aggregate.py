@@ -46,6 +46,7 @@ from . import history_store
 TABLES = list(registry.TABLES)
 DEFAULT_FOCUS = 5  # runs shown in full by default (the latest); the others are history only (the store)
 
+
 def expected_files(config: dict, stages: list[str] | None = None) -> list[str]:
     """The CSVs a finished run with this config has (the Snakefile's per-backend outputs; a run made before a
     stage existed is not expected to have its files); a run of some stages only (run.json ``stages``: the fleet
@@ -53,8 +54,13 @@ def expected_files(config: dict, stages: list[str] | None = None) -> list[str]:
     files = registry.run_files(config.get("backends") or [], config)
     if stages is None:
         return files
-    wanted = {f for s in registry.DEVICE_STAGES if s.name in stages
-              for b in config.get("backends") or [] for f in registry.stage_files(s, b, config)}
+    wanted = {
+        f
+        for s in registry.DEVICE_STAGES
+        if s.name in stages
+        for b in config.get("backends") or []
+        for f in registry.stage_files(s, b, config)
+    }
     return [f for f in files if f in wanted]
 
 
@@ -101,15 +107,19 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
     header, body = rows[0], rows[1:]
     if not text.endswith("\n"):
         last = text.rsplit("\n", 1)[-1]
-        problems.add(path, "truncated", f"truncated: the last line ({last[:60]!r}) has no line end; left out",
-                     run_id)
+        problems.add(path, "truncated", f"truncated: the last line ({last[:60]!r}) has no line end; left out", run_id)
         body = body[:-1] if len(rows) > 1 else body
         ok = False
     ragged = [i for i, row in enumerate(body) if row and len(row) != len(header)]
     if ragged:
         lines = ", ".join(str(i + 2) for i in ragged[:5]) + (" ..." if len(ragged) > 5 else "")
-        problems.add(path, "ragged", f"row(s) {lines}: field count differs from the header's {len(header)} "
-                     "(truncated or corrupted line); left out", run_id)
+        problems.add(
+            path,
+            "ragged",
+            f"row(s) {lines}: field count differs from the header's {len(header)} "
+            "(truncated or corrupted line); left out",
+            run_id,
+        )
         ok = False
     added, added_from = spec.added, spec.added_from
     missing = [c for c in spec.columns if c not in header and c not in added and c not in added_from]
@@ -129,34 +139,47 @@ def read_checked_csv(path: Path, table: str, problems: Problems, run_id: str | N
     if older:
         for c in older:
             df[c] = added[c]
-        problems.warn(path, "older_file", f"written before column(s) {', '.join(older)} existed: filled with "
-                      f"{', '.join(f'{c}={added[c]!r}' for c in older)}", run_id)
+        problems.warn(
+            path,
+            "older_file",
+            f"written before column(s) {', '.join(older)} existed: filled with "
+            f"{', '.join(f'{c}={added[c]!r}' for c in older)}",
+            run_id,
+        )
     older = [c for c, src in added_from.items() if c not in df.columns and src in df.columns]
     if older:
         for c in older:
             df[c] = df[added_from[c]]
-        problems.warn(path, "older_file", f"written before column(s) {', '.join(older)} existed: filled from "
-                      f"{', '.join(f'{c}={added_from[c]}' for c in older)}", run_id)
+        problems.warn(
+            path,
+            "older_file",
+            f"written before column(s) {', '.join(older)} existed: filled from "
+            f"{', '.join(f'{c}={added_from[c]}' for c in older)}",
+            run_id,
+        )
     for col in spec.numeric:
         values = pd.to_numeric(df[col], errors="coerce")
         bad = df[col].notna() & values.isna()
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
-            problems.add(path, "bad_value", f"column {col!r}: {df[col].iloc[i]!r} in data row {i + 1} is not a number",
-                         run_id)
+            problems.add(
+                path, "bad_value", f"column {col!r}: {df[col].iloc[i]!r} in data row {i + 1} is not a number", run_id
+            )
             ok = False
         df[col] = values
     statuses = spec.statuses
     if statuses:
         unknown = sorted(set(df["status"].dropna().astype(str)) - set(statuses))
         if unknown:
-            problems.warn(path, "unknown_status", f"status value(s) not in the documented list: {', '.join(unknown)}",
-                          run_id)
+            problems.warn(
+                path, "unknown_status", f"status value(s) not in the documented list: {', '.join(unknown)}", run_id
+            )
     if run_id is not None:
         other = sorted(set(df["run_id"].dropna().astype(str)) - {run_id})
         if other:
-            problems.warn(path, "run_id_mismatch", f"rows with run_id {', '.join(other)} in the folder of run {run_id}",
-                          run_id)
+            problems.warn(
+                path, "run_id_mismatch", f"rows with run_id {', '.join(other)} in the folder of run {run_id}", run_id
+            )
     return df, ok
 
 
@@ -166,8 +189,12 @@ def check_sample_files(run_dir: Path, config: dict, problems: Problems, run_id: 
     for name in registry.sample_files(config.get("backends") or []):
         path = run_dir / name
         if not path.exists():
-            problems.warn(path, "missing_samples", "no raw-sample file (a run made before accelbench kept them): "
-                          "accelbench compare cannot use this run", run_id)
+            problems.warn(
+                path,
+                "missing_samples",
+                "no raw-sample file (a run made before accelbench kept them): accelbench compare cannot use this run",
+                run_id,
+            )
             continue
         try:
             pq.read_metadata(path)
@@ -188,8 +215,13 @@ def device_rows(devices: dict, run_id: str) -> list[dict]:
     for backend, info in (devices.get("backends") or {}).items():
         info = info or {}
         devs = info.get("devices") or []
-        base = {"run_id": run_id, "host": host, "backend": backend, "present": bool(info.get("present")),
-                "reason": info.get("reason") or ""}
+        base = {
+            "run_id": run_id,
+            "host": host,
+            "backend": backend,
+            "present": bool(info.get("present")),
+            "reason": info.get("reason") or "",
+        }
         # backend-wide facts (driver and runtime versions, ...) go on each of its rows
         for k, v in info.items():
             if k not in ("present", "reason", "devices") and not isinstance(v, (dict, list)) and v not in (None, ""):
@@ -286,8 +318,13 @@ def select_focus(run_dirs: list[Path], focus: int | None = None, runs: list[str]
     return [d for d in run_dirs if d in set(latest)]
 
 
-def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = None, focus: int | None = None,
-              runs: list[str] | None = None) -> tuple[dict, dict]:
+def aggregate(
+    results: Path,
+    out_dir: Path | None = None,
+    store: Path | None = None,
+    focus: int | None = None,
+    runs: list[str] | None = None,
+) -> tuple[dict, dict]:
     """Read the runs in focus under ``results`` (``select_focus``; default every run): (tables as DataFrames,
     manifest). With a history ``store``, the ``history`` table holds every stored run of every point's series."""
     results = Path(results)
@@ -313,9 +350,12 @@ def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = N
             continue
         run_id = str(run_info.get("run") or run_dir.name)
         if run_id in seen_ids:
-            problems.add(run_dir / registry.RUN_FILE, "duplicate_run",
-                         f"run id {run_id!r} also used by {seen_ids[run_id]}: rename one run (config key 'run')",
-                         run_id)
+            problems.add(
+                run_dir / registry.RUN_FILE,
+                "duplicate_run",
+                f"run id {run_id!r} also used by {seen_ids[run_id]}: rename one run (config key 'run')",
+                run_id,
+            )
         seen_ids.setdefault(run_id, str(run_dir))
         config = run_info.get("config") or {}
         devices = _read_json(run_dir / registry.DEVICES_FILE, problems, run_id) or {}
@@ -323,15 +363,19 @@ def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = N
             # object dtype: device facts keep their own form ("9.0" stays a string, 16 an integer)
             frames["devices"].append(pd.DataFrame(device_rows(devices, run_id), dtype=object))
             if devices.get("config_hash") and devices.get("config_hash") != run_info.get("config_hash"):
-                problems.warn(run_dir / registry.DEVICES_FILE, "config_hash_mismatch",
-                              f"config_hash {devices.get('config_hash')} differs from run.json's "
-                              f"{run_info.get('config_hash')}", run_id)
+                problems.warn(
+                    run_dir / registry.DEVICES_FILE,
+                    "config_hash_mismatch",
+                    f"config_hash {devices.get('config_hash')} differs from run.json's {run_info.get('config_hash')}",
+                    run_id,
+                )
 
         present = sorted(p.name for p in run_dir.glob("*.csv"))
         for name in expected_files(config, run_info.get("stages")):
             if name not in present:
-                problems.add(run_dir / name, "missing_file", "missing file (the run's config lists its backend)",
-                             run_id)
+                problems.add(
+                    run_dir / name, "missing_file", "missing file (the run's config lists its backend)", run_id
+                )
         run_files, threads = [], {}
         for name in present:
             path = run_dir / name
@@ -344,8 +388,7 @@ def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = N
             if check is not None and sound:  # the table's completeness check (its plug-in's Table.check)
                 check.load()(df, table, config, path, problems, run_id)
             rows = 0 if df is None else len(df)
-            files_read.append({"file": str(path), "run_id": run_id, "table": table, "rows": rows,
-                               "ok": sound})
+            files_read.append({"file": str(path), "run_id": run_id, "table": table, "rows": rows, "ok": sound})
             run_files.append(str(path))
             if df is None or df.empty:
                 continue
@@ -365,9 +408,16 @@ def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = N
         row = run_row(run_info, devices, str(run_dir), threads_text)
         row["complete"] = complete
         frames["runs"].append(pd.DataFrame([row]))
-        runs_manifest.append({"run_id": run_id, "run_dir": str(run_dir), "files": run_files,
-                              "complete": complete, "config_hash": run_info.get("config_hash"),
-                              "git_commit": run_info.get("git_commit")})
+        runs_manifest.append(
+            {
+                "run_id": run_id,
+                "run_dir": str(run_dir),
+                "files": run_files,
+                "complete": complete,
+                "config_hash": run_info.get("config_hash"),
+                "git_commit": run_info.get("git_commit"),
+            }
+        )
 
     focus_ids = [m["run_id"] for m in runs_manifest if m["run_id"]]
     try:
@@ -393,8 +443,12 @@ def aggregate(results: Path, out_dir: Path | None = None, store: Path | None = N
         "problems": problems.items,
         "warnings": problems.warnings,
         "tables": {t: {"file": f"{t}.csv", "rows": int(len(df))} for t, df in tables.items()},
-        "focus": {"runs": focus_ids, "of": len(all_dirs), "history_store": str(store) if store else None,
-                  "history_runs": int(tables[registry.HISTORY_TABLE]["run_id"].nunique())},
+        "focus": {
+            "runs": focus_ids,
+            "of": len(all_dirs),
+            "history_store": str(store) if store else None,
+            "history_runs": int(tables[registry.HISTORY_TABLE]["run_id"].nunique()),
+        },
     }
     return tables, manifest
 
@@ -409,16 +463,30 @@ def write(tables: dict, manifest: dict, out_dir: Path) -> None:
 def add_arguments(p) -> None:
     p.add_argument("--results", default="results", help="folder holding one folder per run (default: results)")
     p.add_argument("--out-dir", default=None, help="where the tables and manifest.json go (default: RESULTS/aggregate)")
-    p.add_argument("--focus", type=int, default=DEFAULT_FOCUS,
-                   help=f"how many of the latest runs the report shows in full (default {DEFAULT_FOCUS}; 0: all); "
-                        "the others appear only as history, from the store")
-    p.add_argument("--runs", nargs="+", default=None, metavar="RUN",
-                   help="the runs in focus, by run id or folder name (instead of the latest --focus)")
-    p.add_argument("--store", default=None,
-                   help=f"the history store (default: RESULTS/{registry.HISTORY_FILE}; the history table is empty "
-                        "without one)")
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="exit 0 even when files are missing or corrupt (the manifest and report still say so)")
+    p.add_argument(
+        "--focus",
+        type=int,
+        default=DEFAULT_FOCUS,
+        help=f"how many of the latest runs the report shows in full (default {DEFAULT_FOCUS}; 0: all); "
+        "the others appear only as history, from the store",
+    )
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        default=None,
+        metavar="RUN",
+        help="the runs in focus, by run id or folder name (instead of the latest --focus)",
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        help=f"the history store (default: RESULTS/{registry.HISTORY_FILE}; the history table is empty without one)",
+    )
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="exit 0 even when files are missing or corrupt (the manifest and report still say so)",
+    )
 
 
 def cli(args) -> int:
@@ -431,9 +499,11 @@ def cli(args) -> int:
     manifest["allow_incomplete"] = bool(args.allow_incomplete)
     write(tables, manifest, out_dir)
     n_runs = len(manifest["runs"])
-    print(f"accelbench aggregate: {n_runs} run(s) in focus of {manifest['focus']['of']}, "
-          f"{len(manifest['files_read'])} file(s), {manifest['focus']['history_runs']} run(s) in the history -> "
-          f"{out_dir}")
+    print(
+        f"accelbench aggregate: {n_runs} run(s) in focus of {manifest['focus']['of']}, "
+        f"{len(manifest['files_read'])} file(s), {manifest['focus']['history_runs']} run(s) in the history -> "
+        f"{out_dir}"
+    )
     for w in manifest["warnings"]:
         print(f"accelbench aggregate: warning: {w['file']}: {w['message']}", file=sys.stderr)
     if manifest["complete"]:
@@ -441,9 +511,15 @@ def cli(args) -> int:
     for p in manifest["problems"]:
         print(f"accelbench aggregate: {p['file']}: {p['message']}", file=sys.stderr)
     if args.allow_incomplete:
-        print(f"accelbench aggregate: {len(manifest['problems'])} problem(s); continuing (--allow-incomplete): "
-              "the report will carry a warning", file=sys.stderr)
+        print(
+            f"accelbench aggregate: {len(manifest['problems'])} problem(s); continuing (--allow-incomplete): "
+            "the report will carry a warning",
+            file=sys.stderr,
+        )
         return 0
-    print(f"accelbench aggregate: {len(manifest['problems'])} problem(s): data incomplete; fix or remove the files "
-          "named above, or pass --allow-incomplete to report what is there", file=sys.stderr)
+    print(
+        f"accelbench aggregate: {len(manifest['problems'])} problem(s): data incomplete; fix or remove the files "
+        "named above, or pass --allow-incomplete to report what is there",
+        file=sys.stderr,
+    )
     return 1

@@ -51,9 +51,9 @@ from ..columns import COMPARABLE
 from ..measure import ratio as R
 from ..measure import runstats as RS
 from ..measure import samples as sample_table
+from ..measure.paired import paired_diff_ci, speedup_ci
 from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
-from ..measure.paired import paired_diff_ci, speedup_ci
 from ..stages.amp.stats import BASELINE as AMP_BASELINE
 from ..stages.matmul import references as refs
 from .aggregate import Problems, read_checked_csv
@@ -65,12 +65,31 @@ TRUSTED = COMPARABLE  # any other status makes the verdict inconclusive (unstabl
 # regressions first; matched points that neither run measured (unsupported, skipped_budget) last
 VERDICT_ORDER = {"slower": 0, "inconclusive": 1, "faster": 2, "same": 3, "unmeasured": 4}
 # per-point provenance, in the order it is named: (row column, label)
-POINT_FIELDS = (("method_version", "method_version"), ("threads", "threads"), ("device_name", "device"),
-                ("torch_version", "torch"), ("cuda_version", "CUDA"), ("hip_version", "HIP"),
-                ("container_image", "image"), ("git_commit", "accelbench"))
+POINT_FIELDS = (
+    ("method_version", "method_version"),
+    ("threads", "threads"),
+    ("device_name", "device"),
+    ("torch_version", "torch"),
+    ("cuda_version", "CUDA"),
+    ("hip_version", "HIP"),
+    ("container_image", "image"),
+    ("git_commit", "accelbench"),
+)
 # config keys that choose which points exist or how they are judged, not how they are timed: not named per point
-NOT_TIMING_KEYS = {"sizes", "dtypes", "seeds", "workloads", "sizes_mb", "point_budget_s", "peak_tflops",
-                   "rel_error_max", "accuracy_tolerance", "unstable_iqr_ratio", "tf32", "fp8"}
+NOT_TIMING_KEYS = {
+    "sizes",
+    "dtypes",
+    "seeds",
+    "workloads",
+    "sizes_mb",
+    "point_budget_s",
+    "peak_tflops",
+    "rel_error_max",
+    "accuracy_tolerance",
+    "unstable_iqr_ratio",
+    "tf32",
+    "fp8",
+}
 MAX_POINT_NOTES = 4
 MAX_PRINTED = 40
 
@@ -82,6 +101,7 @@ class CompareInputError(Exception):
 # ---------------------------------------------------------------------------------------------------------
 # Reading a run (the only I/O besides the outputs)
 # ---------------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -102,8 +122,9 @@ def resolve_run(arg: str, results: Path) -> Path:
     for candidate in (Path(arg), Path(results) / arg):
         if (candidate / registry.RUN_FILE).is_file():
             return candidate
-    raise CompareInputError(f"{arg}: no such run (neither {arg}/{registry.RUN_FILE} nor "
-                            f"{Path(results) / arg / registry.RUN_FILE} exists)")
+    raise CompareInputError(
+        f"{arg}: no such run (neither {arg}/{registry.RUN_FILE} nor {Path(results) / arg / registry.RUN_FILE} exists)"
+    )
 
 
 def _json(path: Path) -> dict:
@@ -139,8 +160,10 @@ def load_run(path: Path) -> Run:
     for name in registry.sample_files(backends):
         file = path / name
         if not file.is_file():
-            raise CompareInputError(f"{file}: missing sample file (a run made before accelbench kept raw samples "
-                                    "cannot be compared with intervals; rerun it)")
+            raise CompareInputError(
+                f"{file}: missing sample file (a run made before accelbench kept raw samples "
+                "cannot be compared with intervals; rerun it)"
+            )
         try:
             df = read_parquet(file)
         except Exception as exc:  # pyarrow's ArrowInvalid/OSError for a truncated or foreign file
@@ -169,8 +192,10 @@ def _check_sample_counts(run: Run) -> None:
             have = int(counts.get(key, 0)) if len(run.samples) else 0
             if have != int(blocks):
                 file = run.path / registry.SAMPLES[registry.TABLES[table].stage].filename(str(row["backend"]))
-                raise CompareInputError(f"{file}: {have} sample(s) for {table} {row['device']} {key[3]}, whose row "
-                                        f"says {int(blocks)} blocks (truncated or from another run)")
+                raise CompareInputError(
+                    f"{file}: {have} sample(s) for {table} {row['device']} {key[3]}, whose row "
+                    f"says {int(blocks)} blocks (truncated or from another run)"
+                )
 
 
 def runs_with_label(label: str, results: Path) -> list[Path]:
@@ -191,11 +216,13 @@ def resolve_group(spec: str, results: Path, flag: str) -> list[Path]:
     naming the problem (an empty group or entry, no such run, a run given twice) otherwise."""
     entries = [e.strip() for e in str(spec).split(",")]
     if not spec or not spec.strip() or not any(entries):
-        raise CompareInputError(f"{flag}: empty group; allowed: one or more run ids, run folders or labels, "
-                                "comma-separated")
+        raise CompareInputError(
+            f"{flag}: empty group; allowed: one or more run ids, run folders or labels, comma-separated"
+        )
     if not all(entries):
-        raise CompareInputError(f"{flag}: {spec!r} has an empty entry; allowed: run ids, run folders or labels, "
-                                "comma-separated")
+        raise CompareInputError(
+            f"{flag}: {spec!r} has an empty entry; allowed: run ids, run folders or labels, comma-separated"
+        )
     paths: list[Path] = []
     for entry in entries:
         try:
@@ -265,18 +292,22 @@ def check_group(group: Group, points: list[pd.DataFrame], flag: str) -> None:
             if first_models[key] != models[key]:
                 raise CompareInputError(
                     f"{flag}: runs {first.run_id} and {run.run_id} mix device models on {key[0]} {key[1]} "
-                    f"({first_models[key] or 'none'} vs {models[key] or 'none'}); allowed with --allow-mixed")
+                    f"({first_models[key] or 'none'} vs {models[key] or 'none'}); allowed with --allow-mixed"
+                )
         diff = timing_config_diff(first, run)
         if diff:
             key, x, y = diff[0]
             more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
-            raise CompareInputError(f"{flag}: runs {first.run_id} and {run.run_id} mix configs ({key} {x} vs {y}"
-                                    f"{more}); allowed with --allow-mixed")
+            raise CompareInputError(
+                f"{flag}: runs {first.run_id} and {run.run_id} mix configs ({key} {x} vs {y}"
+                f"{more}); allowed with --allow-mixed"
+            )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Points (pure: DataFrames in, DataFrames out)
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _str(value) -> str:
     return sample_table.canonical(value)
@@ -286,8 +317,14 @@ def run_points(run: Run) -> pd.DataFrame:
     """One row per measured point of every compared table: identity, status, median, the provenance columns a
     point can differ in, and its steady samples (an array)."""
     steady = run.samples[run.samples["steady"]] if len(run.samples) else run.samples
-    grouped = {k: g.sort_values("sample")["sample_s"].to_numpy(float)
-               for k, g in steady.groupby(["table", "backend", "device", "point"])} if len(steady) else {}
+    grouped = (
+        {
+            k: g.sort_values("sample")["sample_s"].to_numpy(float)
+            for k, g in steady.groupby(["table", "backend", "device", "point"])
+        }
+        if len(steady)
+        else {}
+    )
     rows = []
     for table in COMPARED_TABLES:
         df = run.tables.get(table)
@@ -301,11 +338,16 @@ def run_points(run: Run) -> pd.DataFrame:
         for _, r in df.iterrows():
             point = sample_table.point_key(table, r)
             key = (table, str(r["backend"]), str(r["device"]), point)
-            entry = {"table": table, "backend": str(r["backend"]), "device": str(r["device"]),
-                     "device_name": str(r.get("device_name", "") if r.get("device_name") == r.get("device_name") else ""),
-                     "point": point, "status": str(r.get("status", "")),
-                     "median_s": pd.to_numeric(pd.Series([r.get(median_col)]), errors="coerce").iloc[0],
-                     "samples": grouped.get(key, np.array([]))}
+            entry = {
+                "table": table,
+                "backend": str(r["backend"]),
+                "device": str(r["device"]),
+                "device_name": str(r.get("device_name", "") if r.get("device_name") == r.get("device_name") else ""),
+                "point": point,
+                "status": str(r.get("status", "")),
+                "median_s": pd.to_numeric(pd.Series([r.get(median_col)]), errors="coerce").iloc[0],
+                "samples": grouped.get(key, np.array([])),
+            }
             for col in sample_table.identity_columns(table):
                 entry[col] = r.get(col)
             for col, _ in POINT_FIELDS:
@@ -393,12 +435,20 @@ def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, excl
     cs = [cs] if isinstance(cs, (dict, pd.Series)) else list(cs)
     n_samples = (sum(len(r["samples"]) for r in bs), sum(len(r["samples"]) for r in cs))
     medians = ([run_median(r) for r in bs], [run_median(r) for r in cs])
-    out = {"n_samples": n_samples, "n_runs": (0, 0), "median_s": tuple(float(np.median(m)) if len(m) else math.nan
-                                                                        for m in medians)}
+    out = {
+        "n_samples": n_samples,
+        "n_runs": (0, 0),
+        "median_s": tuple(float(np.median(m)) if len(m) else math.nan for m in medians),
+    }
     if not any(len(r["samples"]) for r in bs + cs) and not any(m == m for m in medians[0] + medians[1]):
         statuses = "/".join(dict.fromkeys(r["status"] for r in bs + cs if r["status"])) or "no status"
-        return {**out, "stats": _no_stats(), "verdict": "inconclusive",
-                "reason": f"measured in neither run ({statuses})", "order": VERDICT_ORDER["unmeasured"]}
+        return {
+            **out,
+            "stats": _no_stats(),
+            "verdict": "inconclusive",
+            "reason": f"measured in neither run ({statuses})",
+            "order": VERDICT_ORDER["unmeasured"],
+        }
     (b_ok, b_why), (c_ok, c_why) = _usable(bs), _usable(cs)
     reasons = [r for r in (_side_reason("baseline", len(bs), b_why), _side_reason("candidate", len(cs), c_why)) if r]
     b_log = [math.log(run_median(r)) for r in b_ok]
@@ -409,15 +459,24 @@ def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, excl
     if c_ok:
         out["median_s"] = (out["median_s"][0], float(np.median([run_median(r) for r in c_ok])))
     if not b_log or not c_log:
-        return {**out, "stats": _no_stats(), "verdict": "inconclusive", "reason": "; ".join(reasons),
-                "order": VERDICT_ORDER["inconclusive"]}
+        return {
+            **out,
+            "stats": _no_stats(),
+            "verdict": "inconclusive",
+            "reason": "; ".join(reasons),
+            "order": VERDICT_ORDER["inconclusive"],
+        }
     history = None
     b_run, c_run = b_ok[0].get("_run"), c_ok[0].get("_run")
     if len(b_log) == 1 and len(c_log) == 1 and spread_of is not None and b_run is not None and c_run is not None:
         history = spread_of(b_ok[0], b_run, c_run, list(exclude) or [b_run.run_id, c_run.run_id])
-    stats = RS.compare_groups(b_log, c_log, min_effect,
-                              spread_log_sd=history[0] if history else None,
-                              spread_df=(history[1] - 1) if history else None)
+    stats = RS.compare_groups(
+        b_log,
+        c_log,
+        min_effect,
+        spread_log_sd=history[0] if history else None,
+        spread_df=(history[1] - 1) if history else None,
+    )
     stats["spread_source"] = {"given": "history"}.get(stats["spread_source"], stats["spread_source"])
     word = stats["verdict"]  # from the runs that remain when some were left out (named in the reason)
     if stats["reason"]:
@@ -428,9 +487,18 @@ def judge(bs, cs, min_effect: float, spread_of: SpreadLookup | None = None, excl
 
 
 def _no_stats() -> dict:
-    return {"verdict": "inconclusive", "ratio": math.nan, "ci95_low": math.nan, "ci95_high": math.nan,
-            "spread_log_sd": math.nan, "spread_source": "none", "t_df": math.nan, "p_value": math.nan,
-            "tost_p": math.nan, "reason": ""}
+    return {
+        "verdict": "inconclusive",
+        "ratio": math.nan,
+        "ci95_low": math.nan,
+        "ci95_high": math.nan,
+        "spread_log_sd": math.nan,
+        "spread_source": "none",
+        "t_df": math.nan,
+        "p_value": math.nan,
+        "tost_p": math.nan,
+        "reason": "",
+    }
 
 
 def _config_flat(config: dict, prefix: str = "") -> dict:
@@ -455,8 +523,9 @@ def _short(field_name: str, value: str) -> str:
 def config_diff(base: dict, cand: dict) -> list[tuple[str, str, str]]:
     """(key, baseline value, candidate value) for every config key that differs (the run id aside)."""
     a, b = _config_flat(run_config(base)), _config_flat(run_config(cand))
-    return [(k, a.get(k, ""), b.get(k, "")) for k in sorted(set(a) | set(b))
-            if k != "run" and a.get(k, "") != b.get(k, "")]
+    return [
+        (k, a.get(k, ""), b.get(k, "")) for k in sorted(set(a) | set(b)) if k != "run" and a.get(k, "") != b.get(k, "")
+    ]
 
 
 def point_notes(b, c, base_run: Run, cand_run: Run, cfg_diff: list) -> str:
@@ -466,8 +535,10 @@ def point_notes(b, c, base_run: Run, cand_run: Run, cfg_diff: list) -> str:
         x, y = _str(b.get(col)), _str(c.get(col))
         if x != y:
             notes.append(f"{label} {_short(col, x)}\u2192{_short(col, y)}")
-    drv = [_str(((r.devices.get("backends") or {}).get(b["backend"]) or {}).get("driver_version"))
-           for r in (base_run, cand_run)]
+    drv = [
+        _str(((r.devices.get("backends") or {}).get(b["backend"]) or {}).get("driver_version"))
+        for r in (base_run, cand_run)
+    ]
     if drv[0] != drv[1]:
         notes.append(f"driver {drv[0] or 'none'}\u2192{drv[1] or 'none'}")
     section = registry.TABLES[b["table"]].stage
@@ -496,8 +567,14 @@ def provenance_diff(base_run: Run, cand_run: Run, base_pts: pd.DataFrame, cand_p
     cfg_rows = config_diff(base_run.config, cand_run.config)
     if cfg_rows:  # the run id is part of the config: its hash alone would differ between any two runs
         add("run", "config hash", bi.get("config_hash"), ci.get("config_hash"))
-    for key, label in (("host", "host"), ("python_version", "Python"), ("torch_version", "torch"),
-                       ("cuda_version", "CUDA"), ("hip_version", "HIP"), ("container_image", "container image")):
+    for key, label in (
+        ("host", "host"),
+        ("python_version", "Python"),
+        ("torch_version", "torch"),
+        ("cuda_version", "CUDA"),
+        ("hip_version", "HIP"),
+        ("container_image", "container image"),
+    ):
         add("run", label, bd.get(key), cd.get(key))
     add("run", "CPU model", (bd.get("cpu") or {}).get("model_name"), (cd.get("cpu") or {}).get("model_name"))
     for pkg in sorted(set(bd.get("packages") or {}) | set(cd.get("packages") or {})):
@@ -509,8 +586,12 @@ def provenance_diff(base_run: Run, cand_run: Run, base_pts: pd.DataFrame, cand_p
         add(backend, "present", x.get("present"), y.get("present"))
         for key in ("driver_version", "runtime_version"):
             add(backend, key.replace("_", " "), x.get(key), y.get(key))
-        add(backend, "device models", ", ".join(sorted(str(d.get("name", "")) for d in x.get("devices") or [])),
-            ", ".join(sorted(str(d.get("name", "")) for d in y.get("devices") or [])))
+        add(
+            backend,
+            "device models",
+            ", ".join(sorted(str(d.get("name", "")) for d in x.get("devices") or [])),
+            ", ".join(sorted(str(d.get("name", "")) for d in y.get("devices") or [])),
+        )
     for table in COMPARED_TABLES:
         stage = registry.TABLES[table].stage
         for backend in sorted(set(base_pts.get("backend", [])) | set(cand_pts.get("backend", []))):
@@ -530,31 +611,58 @@ def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False)
     """Per (backend, device, workload, AMP mode) in both runs: each run's speedup over FP32 and accuracy difference
     (from its summary), and the change: candidate/baseline speedup ratio and accuracy-difference change, paired by
     seed (the same seed is the same initial weights and data in both runs), with t intervals (``measure.paired``)."""
-    cols = ["backend", "device", "device_name", "workload", "mode", "seeds", "baseline_speedup",
-            "baseline_speedup_ci95_low", "baseline_speedup_ci95_high", "candidate_speedup",
-            "candidate_speedup_ci95_low", "candidate_speedup_ci95_high", "speedup_diff", "speedup_ratio",
-            "speedup_ratio_ci95_low",
-            "speedup_ratio_ci95_high", "baseline_acc_diff", "candidate_acc_diff", "acc_diff_change",
-            "acc_diff_change_ci95_low", "acc_diff_change_ci95_high"]
+    cols = [
+        "backend",
+        "device",
+        "device_name",
+        "workload",
+        "mode",
+        "seeds",
+        "baseline_speedup",
+        "baseline_speedup_ci95_low",
+        "baseline_speedup_ci95_high",
+        "candidate_speedup",
+        "candidate_speedup_ci95_low",
+        "candidate_speedup_ci95_high",
+        "speedup_diff",
+        "speedup_ratio",
+        "speedup_ratio_ci95_low",
+        "speedup_ratio_ci95_high",
+        "baseline_acc_diff",
+        "candidate_acc_diff",
+        "acc_diff_change",
+        "acc_diff_change_ci95_low",
+        "acc_diff_change_ci95_high",
+    ]
     bt, ct = base_run.tables.get("amp_trials"), cand_run.tables.get("amp_trials")
     bs, cs = base_run.tables.get("amp_summary"), cand_run.tables.get("amp_summary")
     if bt is None or ct is None or bt.empty or ct.empty:
         return pd.DataFrame(columns=cols)
 
     def per_seed(trials, backend, device, workload, mode):
-        t = trials[(trials["backend"] == backend) & (trials["device"].astype(str) == device)
-                   & (trials["workload"] == workload) & (trials["status"] == "ok")]
+        t = trials[
+            (trials["backend"] == backend)
+            & (trials["device"].astype(str) == device)
+            & (trials["workload"] == workload)
+            & (trials["status"] == "ok")
+        ]
         base = t[t["mode"] == AMP_BASELINE].set_index("seed")
         cur = t[t["mode"] == mode].set_index("seed")
         seeds = sorted(set(base.index) & set(cur.index))
-        return {int(s): (float(base.at[s, "step_median_s"]) / float(cur.at[s, "step_median_s"]),
-                         float(cur.at[s, "test_acc"]) - float(base.at[s, "test_acc"])) for s in seeds}
+        return {
+            int(s): (
+                float(base.at[s, "step_median_s"]) / float(cur.at[s, "step_median_s"]),
+                float(cur.at[s, "test_acc"]) - float(base.at[s, "test_acc"]),
+            )
+            for s in seeds
+        }
 
     def summary_row(summary, device, workload, mode):
         if summary is None or summary.empty:
             return {}
-        s = summary[(summary["device"].astype(str) == device) & (summary["workload"] == workload)
-                    & (summary["mode"] == mode)]
+        s = summary[
+            (summary["device"].astype(str) == device) & (summary["workload"] == workload) & (summary["mode"] == mode)
+        ]
         return s.iloc[0].to_dict() if len(s) else {}
 
     rows = []
@@ -562,29 +670,50 @@ def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False)
     cand_modes = ct[(ct["mode"] != AMP_BASELINE) & ct["device"].notna()][keys].drop_duplicates()
     for _, k in cand_modes.iterrows():
         device, workload, mode = str(k["device"]), k["workload"], k["mode"]
-        same = bt[(bt["device"].astype(str) == device) & (bt["workload"] == workload) & (bt["mode"] == mode)
-                  & (bt["backend"] == k["backend"])]
+        same = bt[
+            (bt["device"].astype(str) == device)
+            & (bt["workload"] == workload)
+            & (bt["mode"] == mode)
+            & (bt["backend"] == k["backend"])
+        ]
         if not any_device_model:
             same = same[same["device_name"] == k["device_name"]]
         if same.empty:
             continue
         b, c = per_seed(bt, k["backend"], device, workload, mode), per_seed(ct, k["backend"], device, workload, mode)
         seeds = sorted(set(b) & set(c))
-        ratio, r_low, r_high = speedup_ci([c[s][0] for s in seeds], [b[s][0] for s in seeds]) if seeds else (math.nan,) * 3
-        change, a_low, a_high = paired_diff_ci([c[s][1] for s in seeds], [b[s][1] for s in seeds]) if seeds else (math.nan,) * 3
+        ratio, r_low, r_high = (
+            speedup_ci([c[s][0] for s in seeds], [b[s][0] for s in seeds]) if seeds else (math.nan,) * 3
+        )
+        change, a_low, a_high = (
+            paired_diff_ci([c[s][1] for s in seeds], [b[s][1] for s in seeds]) if seeds else (math.nan,) * 3
+        )
         sb, sc = summary_row(bs, device, workload, mode), summary_row(cs, device, workload, mode)
-        rows.append({"backend": k["backend"], "device": device, "device_name": k["device_name"], "workload": workload,
-                     "mode": mode, "seeds": len(seeds),
-                     "baseline_speedup": sb.get("speedup", math.nan),
-                     "baseline_speedup_ci95_low": sb.get("speedup_ci95_low", math.nan),
-                     "baseline_speedup_ci95_high": sb.get("speedup_ci95_high", math.nan),
-                     "candidate_speedup": sc.get("speedup", math.nan),
-                     "candidate_speedup_ci95_low": sc.get("speedup_ci95_low", math.nan),
-                     "candidate_speedup_ci95_high": sc.get("speedup_ci95_high", math.nan),
-                     "speedup_diff": sc.get("speedup", math.nan) - sb.get("speedup", math.nan),
-                     "speedup_ratio": ratio, "speedup_ratio_ci95_low": r_low, "speedup_ratio_ci95_high": r_high,
-                     "baseline_acc_diff": sb.get("acc_diff", math.nan), "candidate_acc_diff": sc.get("acc_diff", math.nan),
-                     "acc_diff_change": change, "acc_diff_change_ci95_low": a_low, "acc_diff_change_ci95_high": a_high})
+        rows.append(
+            {
+                "backend": k["backend"],
+                "device": device,
+                "device_name": k["device_name"],
+                "workload": workload,
+                "mode": mode,
+                "seeds": len(seeds),
+                "baseline_speedup": sb.get("speedup", math.nan),
+                "baseline_speedup_ci95_low": sb.get("speedup_ci95_low", math.nan),
+                "baseline_speedup_ci95_high": sb.get("speedup_ci95_high", math.nan),
+                "candidate_speedup": sc.get("speedup", math.nan),
+                "candidate_speedup_ci95_low": sc.get("speedup_ci95_low", math.nan),
+                "candidate_speedup_ci95_high": sc.get("speedup_ci95_high", math.nan),
+                "speedup_diff": sc.get("speedup", math.nan) - sb.get("speedup", math.nan),
+                "speedup_ratio": ratio,
+                "speedup_ratio_ci95_low": r_low,
+                "speedup_ratio_ci95_high": r_high,
+                "baseline_acc_diff": sb.get("acc_diff", math.nan),
+                "candidate_acc_diff": sc.get("acc_diff", math.nan),
+                "acc_diff_change": change,
+                "acc_diff_change_ci95_low": a_low,
+                "acc_diff_change_ci95_high": a_high,
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -624,8 +753,13 @@ def identity_union() -> list[str]:
     return out
 
 
-def compare_runs(base_run: Run, cand_run: Run, min_effect: float = DEFAULT_MIN_EFFECT,
-                 any_device_model: bool = False, spread_of: SpreadLookup | None = None) -> Comparison:
+def compare_runs(
+    base_run: Run,
+    cand_run: Run,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    any_device_model: bool = False,
+    spread_of: SpreadLookup | None = None,
+) -> Comparison:
     """One run against one: ``compare_groups`` with a group of one a side."""
     return compare_groups(Group([base_run]), Group([cand_run]), min_effect, any_device_model, spread_of=spread_of)
 
@@ -639,8 +773,14 @@ def group_points(group: Group, points: list[pd.DataFrame], any_device_model: boo
     return out
 
 
-def compare_groups(base: Group, cand: Group, min_effect: float = DEFAULT_MIN_EFFECT, any_device_model: bool = False,
-                   allow_mixed: bool = False, spread_of: SpreadLookup | None = None) -> Comparison:
+def compare_groups(
+    base: Group,
+    cand: Group,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    any_device_model: bool = False,
+    allow_mixed: bool = False,
+    spread_of: SpreadLookup | None = None,
+) -> Comparison:
     """Match, judge and explain every point (pure apart from the runs already read, and ``spread_of``).
     CompareInputError for a group that mixes device models or configs (unless ``allow_mixed``) or when no point
     matches."""
@@ -661,41 +801,76 @@ def compare_groups(base: Group, cand: Group, min_effect: float = DEFAULT_MIN_EFF
         raise CompareInputError(
             f"{base_run.path}: no point of run {base_run.run_id} matches one of run {cand_run.run_id} "
             f"(matched by table, backend, device{'' if any_device_model else ', device model'} and "
-            f"{', '.join(identity_union())}; {len(b_index)} vs {len(c_index)} points)")
+            f"{', '.join(identity_union())}; {len(b_index)} vs {len(c_index)} points)"
+        )
     cfg_diff = config_diff(base_run.config, cand_run.config)
     ident = identity_union()
     names = (",".join(base.ids), ",".join(cand.ids))
     rows = []
     for bl, cl in pairs:
         b, c = bl[0][1], cl[0][1]
-        j = judge([_with_run(r, run) for run, r in bl], [_with_run(r, run) for run, r in cl], min_effect, spread_of,
-                  exclude=[*base.ids, *cand.ids])
+        j = judge(
+            [_with_run(r, run) for run, r in bl],
+            [_with_run(r, run) for run, r in cl],
+            min_effect,
+            spread_of,
+            exclude=[*base.ids, *cand.ids],
+        )
         st = j["stats"]
         est = R.RatioEstimate(st["ratio"], st["ci95_low"], st["ci95_high"], *j["n_samples"])
         low_pct, high_pct = (100 * v for v in est.speed_change_interval)
-        rows.append({**_common(names, c, ident), "match": "both",
-                     "baseline_status": _statuses(bl), "candidate_status": _statuses(cl),
-                     "baseline_median_s": j["median_s"][0], "candidate_median_s": j["median_s"][1],
-                     "baseline_samples": est.n_baseline, "candidate_samples": est.n_candidate,
-                     "time_ratio": est.ratio, "time_ratio_ci95_low": est.low, "time_ratio_ci95_high": est.high,
-                     "speed_change_pct": 100 * est.speed_change, "speed_change_ci95_low_pct": low_pct,
-                     "speed_change_ci95_high_pct": high_pct, "min_effect_pct": 100 * min_effect,
-                     "verdict": j["verdict"], "reason": j["reason"],
-                     "provenance_diff": point_notes(b, c, bl[0][0], cl[0][0], cfg_diff), "method": RS.METHOD,
-                     "baseline_runs": j["n_runs"][0], "candidate_runs": j["n_runs"][1],
-                     "spread_log_sd": st["spread_log_sd"], "spread_source": st["spread_source"],
-                     "t_df": st["t_df"], "p_value": st["p_value"], "tost_p": st["tost_p"],
-                     "_label": point_label(c), "_order": j["order"]})
+        rows.append(
+            {
+                **_common(names, c, ident),
+                "match": "both",
+                "baseline_status": _statuses(bl),
+                "candidate_status": _statuses(cl),
+                "baseline_median_s": j["median_s"][0],
+                "candidate_median_s": j["median_s"][1],
+                "baseline_samples": est.n_baseline,
+                "candidate_samples": est.n_candidate,
+                "time_ratio": est.ratio,
+                "time_ratio_ci95_low": est.low,
+                "time_ratio_ci95_high": est.high,
+                "speed_change_pct": 100 * est.speed_change,
+                "speed_change_ci95_low_pct": low_pct,
+                "speed_change_ci95_high_pct": high_pct,
+                "min_effect_pct": 100 * min_effect,
+                "verdict": j["verdict"],
+                "reason": j["reason"],
+                "provenance_diff": point_notes(b, c, bl[0][0], cl[0][0], cfg_diff),
+                "method": RS.METHOD,
+                "baseline_runs": j["n_runs"][0],
+                "candidate_runs": j["n_runs"][1],
+                "spread_log_sd": st["spread_log_sd"],
+                "spread_source": st["spread_source"],
+                "t_df": st["t_df"],
+                "p_value": st["p_value"],
+                "tost_p": st["tost_p"],
+                "_label": point_label(c),
+                "_order": j["order"],
+            }
+        )
     for side, unmatched, run_row_of in (("baseline_only", only_b, "baseline"), ("candidate_only", only_c, "candidate")):
         for lst in unmatched:
             r = lst[0][1]
-            rows.append({**_common(names, r, ident), "match": side,
-                         f"{run_row_of}_status": _statuses(lst),
-                         f"{run_row_of}_median_s": float(np.median([run_median(x) for _, x in lst])),
-                         f"{run_row_of}_samples": sum(len(x["samples"]) for _, x in lst),
-                         f"{run_row_of}_runs": len(lst), "min_effect_pct": 100 * min_effect,
-                         "verdict": "", "reason": f"only in the {run_row_of}", "method": RS.METHOD,
-                         "spread_source": "none", "_label": point_label(r), "_order": 9})
+            rows.append(
+                {
+                    **_common(names, r, ident),
+                    "match": side,
+                    f"{run_row_of}_status": _statuses(lst),
+                    f"{run_row_of}_median_s": float(np.median([run_median(x) for _, x in lst])),
+                    f"{run_row_of}_samples": sum(len(x["samples"]) for _, x in lst),
+                    f"{run_row_of}_runs": len(lst),
+                    "min_effect_pct": 100 * min_effect,
+                    "verdict": "",
+                    "reason": f"only in the {run_row_of}",
+                    "method": RS.METHOD,
+                    "spread_source": "none",
+                    "_label": point_label(r),
+                    "_order": 9,
+                }
+            )
     df = pd.DataFrame(rows)
     df = df.sort_values(["_order", "speed_change_pct"], kind="stable", na_position="last").reset_index(drop=True)
     df["label"] = df.pop("_label")
@@ -703,13 +878,18 @@ def compare_groups(base: Group, cand: Group, min_effect: float = DEFAULT_MIN_EFF
     df = df.drop(columns="_order").reindex(columns=[*registry.COMPARE_COLUMNS, *ident])
     for col in [*ident, "baseline_runs", "candidate_runs"]:  # whole numbers stay whole next to empty cells
         values = pd.to_numeric(df[col], errors="coerce")
-        if df[col].notna().any() and values.notna().sum() == df[col].notna().sum() and \
-                (values.dropna() % 1 == 0).all():
+        if df[col].notna().any() and values.notna().sum() == df[col].notna().sum() and (values.dropna() % 1 == 0).all():
             df[col] = values.astype("Int64")
-    return Comparison(base.name, cand.name, min_effect, df,
-                      amp_comparison(base_run, cand_run, any_device_model),
-                      provenance_diff(base_run, cand_run, base_each[0], cand_each[0]), labels,
-                      runs=(base.ids, cand.ids))
+    return Comparison(
+        base.name,
+        cand.name,
+        min_effect,
+        df,
+        amp_comparison(base_run, cand_run, any_device_model),
+        provenance_diff(base_run, cand_run, base_each[0], cand_each[0]),
+        labels,
+        runs=(base.ids, cand.ids),
+    )
 
 
 def _with_run(row: pd.Series, run: Run) -> pd.Series:
@@ -724,8 +904,15 @@ def _statuses(lst) -> str:
 
 
 def _common(names: tuple[str, str], row, ident: list[str]) -> dict:
-    out = {"baseline_run": names[0], "candidate_run": names[1], "table": row["table"],
-           "backend": row["backend"], "device": row["device"], "device_name": row["device_name"], "point": row["point"]}
+    out = {
+        "baseline_run": names[0],
+        "candidate_run": names[1],
+        "table": row["table"],
+        "backend": row["backend"],
+        "device": row["device"],
+        "device_name": row["device_name"],
+        "point": row["point"],
+    }
     for col in ident:
         out[col] = row.get(col) if col in sample_table.identity_columns(row["table"]) else None
     return out
@@ -735,14 +922,19 @@ def _common(names: tuple[str, str], row, ident: list[str]) -> dict:
 # Words
 # ---------------------------------------------------------------------------------------------------------
 
+
 def verdict_text(row) -> str:
     """``slower −12% [−14, −10]; threads 2→1`` for a matched point (a CSV row of the points table)."""
-    est = R.RatioEstimate(row["time_ratio"], row["time_ratio_ci95_low"], row["time_ratio_ci95_high"],
-                          int(row["baseline_samples"] or 0), int(row["candidate_samples"] or 0))
+    est = R.RatioEstimate(
+        row["time_ratio"],
+        row["time_ratio_ci95_low"],
+        row["time_ratio_ci95_high"],
+        int(row["baseline_samples"] or 0),
+        int(row["candidate_samples"] or 0),
+    )
     text = R.describe(est, row["verdict"])
     named = row["verdict"] == "inconclusive" or row.get("spread_source") == "history"  # a borrowed spread is named
-    extra = [p for p in (row.get("provenance_diff"), row.get("reason") if named else "")
-             if isinstance(p, str) and p]
+    extra = [p for p in (row.get("provenance_diff"), row.get("reason") if named else "") if isinstance(p, str) and p]
     return "; ".join([text, *extra])
 
 
@@ -751,8 +943,10 @@ def headline(cmp: Comparison) -> str:
     why; what is unmatched."""
     n = cmp.counts
     pts = cmp.points
-    parts = [f"{n['slower']} of {n['matched']} matched point{'s' if n['matched'] != 1 else ''} "
-             f"{'is' if n['slower'] == 1 else 'are'} slower"]
+    parts = [
+        f"{n['slower']} of {n['matched']} matched point{'s' if n['matched'] != 1 else ''} "
+        f"{'is' if n['slower'] == 1 else 'are'} slower"
+    ]
     slower = pts[pts["verdict"] == "slower"]
     if len(slower):
         worst = slower.index[0]
@@ -760,27 +954,35 @@ def headline(cmp: Comparison) -> str:
     parts.append(f"{n['same']} the same, {n['faster']} faster, {n['inconclusive']} inconclusive")
     alone = int(pts["reason"].fillna("").astype(str).str.startswith("1 run per side").sum()) if len(pts) else 0
     if alone:
-        parts[-1] += (f" ({alone} for want of a between-run spread: 1 run per side, and no history of the point; "
-                      "compare groups of runs)")
+        parts[-1] += (
+            f" ({alone} for want of a between-run spread: 1 run per side, and no history of the point; "
+            "compare groups of runs)"
+        )
     if n["faster"]:
         best = pts[pts["verdict"] == "faster"].sort_values("speed_change_pct", ascending=False).index[0]
         parts[-1] += f" (best: {cmp.labels[best]}, {verdict_text(pts.loc[best])})"
     if n["baseline_only"] or n["candidate_only"]:
-        parts.append(f"{n['baseline_only']} point(s) only in {cmp.baseline}, {n['candidate_only']} only in "
-                     f"{cmp.candidate}")
+        parts.append(
+            f"{n['baseline_only']} point(s) only in {cmp.baseline}, {n['candidate_only']} only in {cmp.candidate}"
+        )
     nb, nc = cmp.group_sizes
     sizes = f" ({nc} vs {nb} runs)" if max(nb, nc) > 1 else ""
-    return (f"{cmp.candidate} against {cmp.baseline}{sizes}: " + "; ".join(parts)
-            + f" (min effect \u00b1{100 * cmp.min_effect:g}%).")
+    return (
+        f"{cmp.candidate} against {cmp.baseline}{sizes}: "
+        + "; ".join(parts)
+        + f" (min effect \u00b1{100 * cmp.min_effect:g}%)."
+    )
 
 
 def format_table(cmp: Comparison, limit: int = MAX_PRINTED) -> str:
     """The compact table printed by the CLI: matched points, regressions first, then the unmatched ones."""
     pts = cmp.points
     nb, nc = cmp.group_sizes
-    lines = [f"accelbench compare: {cmp.baseline} (baseline, {nb} run{'s' if nb != 1 else ''}) \u2192 {cmp.candidate} "
-             f"(candidate, {nc} run{'s' if nc != 1 else ''}); ratio of geometric means of run medians, 95% Welch t "
-             f"interval over runs, same by TOST; min effect \u00b1{100 * cmp.min_effect:g}%"]
+    lines = [
+        f"accelbench compare: {cmp.baseline} (baseline, {nb} run{'s' if nb != 1 else ''}) \u2192 {cmp.candidate} "
+        f"(candidate, {nc} run{'s' if nc != 1 else ''}); ratio of geometric means of run medians, 95% Welch t "
+        f"interval over runs, same by TOST; min effect \u00b1{100 * cmp.min_effect:g}%"
+    ]
     matched = pts[pts["match"] == "both"]
     neither = matched["reason"].fillna("").str.startswith("measured in neither run")
     matched, unmeasured = matched[~neither], matched[neither]
@@ -791,24 +993,32 @@ def format_table(cmp: Comparison, limit: int = MAX_PRINTED) -> str:
             break
         lines.append(f"  {row['verdict']:<12} {cmp.labels[i]:<{width}}  {verdict_text(row).split(' ', 1)[-1]}")
     if len(unmeasured):
-        lines.append(f"  inconclusive: {len(unmeasured)} matched point(s) measured in neither run "
-                     f"({', '.join(sorted(set(unmeasured['candidate_status'].astype(str))))})")
+        lines.append(
+            f"  inconclusive: {len(unmeasured)} matched point(s) measured in neither run "
+            f"({', '.join(sorted(set(unmeasured['candidate_status'].astype(str))))})"
+        )
     for side, name in (("baseline_only", cmp.baseline), ("candidate_only", cmp.candidate)):
         only = pts[pts["match"] == side]
         if len(only):
             listed = ", ".join(cmp.labels[i] for i in only.index[:12]) + (" ..." if len(only) > 12 else "")
             lines.append(f"  only in {name} ({len(only)}): {listed}")
     if len(cmp.provenance):
-        lines.append("provenance that differs: " + "; ".join(
-            f"{r.field} ({r.scope}) {_short(r.field, r.baseline)}\u2192{_short(r.field, r.candidate)}"
-            for r in cmp.provenance.itertuples()))
+        lines.append(
+            "provenance that differs: "
+            + "; ".join(
+                f"{r.field} ({r.scope}) {_short(r.field, r.baseline)}\u2192{_short(r.field, r.candidate)}"
+                for r in cmp.provenance.itertuples()
+            )
+        )
     for r in cmp.amp.itertuples():
-        lines.append(f"AMP {r.device} {r.workload} {r.mode}: speedup {_num(r.baseline_speedup)}\u00d7 \u2192 "
-                     f"{_num(r.candidate_speedup)}\u00d7 (ratio {_num(r.speedup_ratio)} "
-                     f"[{_num(r.speedup_ratio_ci95_low)}, {_num(r.speedup_ratio_ci95_high)}]); accuracy difference "
-                     f"{_num(r.baseline_acc_diff, '+.3f')} \u2192 {_num(r.candidate_acc_diff, '+.3f')} (change "
-                     f"{_num(r.acc_diff_change, '+.3f')} [{_num(r.acc_diff_change_ci95_low, '+.3f')}, "
-                     f"{_num(r.acc_diff_change_ci95_high, '+.3f')}], {r.seeds} seed pair(s))")
+        lines.append(
+            f"AMP {r.device} {r.workload} {r.mode}: speedup {_num(r.baseline_speedup)}\u00d7 \u2192 "
+            f"{_num(r.candidate_speedup)}\u00d7 (ratio {_num(r.speedup_ratio)} "
+            f"[{_num(r.speedup_ratio_ci95_low)}, {_num(r.speedup_ratio_ci95_high)}]); accuracy difference "
+            f"{_num(r.baseline_acc_diff, '+.3f')} \u2192 {_num(r.candidate_acc_diff, '+.3f')} (change "
+            f"{_num(r.acc_diff_change, '+.3f')} [{_num(r.acc_diff_change_ci95_low, '+.3f')}, "
+            f"{_num(r.acc_diff_change_ci95_high, '+.3f')}], {r.seeds} seed pair(s))"
+        )
     lines.append(headline(cmp))
     return "\n".join(lines)
 
@@ -828,19 +1038,34 @@ def read_comparison(points_path: str | Path) -> Comparison:
     stem = points_path.with_suffix("")
     amp_path, prov_path = Path(f"{stem}_amp.csv"), Path(f"{stem}_provenance.csv")
     amp = pd.read_csv(amp_path) if amp_path.is_file() and amp_path.stat().st_size else pd.DataFrame()
-    prov = pd.read_csv(prov_path, dtype=str, keep_default_na=False) if prov_path.is_file() and \
-        prov_path.stat().st_size else pd.DataFrame(columns=["scope", "field", "baseline", "candidate"])
+    prov = (
+        pd.read_csv(prov_path, dtype=str, keep_default_na=False)
+        if prov_path.is_file() and prov_path.stat().st_size
+        else pd.DataFrame(columns=["scope", "field", "baseline", "candidate"])
+    )
     first = points.iloc[0] if len(points) else {}
-    min_effect = float(first.get("min_effect_pct", 100 * DEFAULT_MIN_EFFECT)) / 100 if len(points) else DEFAULT_MIN_EFFECT
-    runs = tuple(str(first.get(f"{side}_run", "")).split(",") if len(points) else [] for side in ("baseline", "candidate"))
-    return Comparison(group_name(runs[0]) if runs[0] else "", group_name(runs[1]) if runs[1] else "", min_effect,
-                      points, amp, prov, dict(enumerate(points["label"].astype(str))) if len(points) else {},
-                      runs=runs)
+    min_effect = (
+        float(first.get("min_effect_pct", 100 * DEFAULT_MIN_EFFECT)) / 100 if len(points) else DEFAULT_MIN_EFFECT
+    )
+    runs = tuple(
+        str(first.get(f"{side}_run", "")).split(",") if len(points) else [] for side in ("baseline", "candidate")
+    )
+    return Comparison(
+        group_name(runs[0]) if runs[0] else "",
+        group_name(runs[1]) if runs[1] else "",
+        min_effect,
+        points,
+        amp,
+        prov,
+        dict(enumerate(points["label"].astype(str))) if len(points) else {},
+        runs=runs,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Writing and the CLI
 # ---------------------------------------------------------------------------------------------------------
+
 
 def write(cmp: Comparison, out_dir: Path, plot: bool = True) -> dict[str, Path]:
     """The points, AMP and provenance CSVs, and the figure, under ``out_dir`` (results/compare)."""
@@ -850,47 +1075,79 @@ def write(cmp: Comparison, out_dir: Path, plot: bool = True) -> dict[str, Path]:
     atomic_write_csv(paths["amp"], cmp.amp)
     atomic_write_csv(paths["provenance"], cmp.provenance)
     if plot:
-        from . import plots  # noqa: PLC0415 (matplotlib only when a figure is drawn: --no-plot skips its import)
+        from . import plots  # matplotlib only when a figure is drawn: --no-plot skips its import
 
-        plots.write_comparison_figure(cmp.points, cmp.baseline, cmp.candidate, cmp.min_effect,
-                                      paths["png"], paths["svg"])
+        plots.write_comparison_figure(
+            cmp.points, cmp.baseline, cmp.candidate, cmp.min_effect, paths["png"], paths["svg"]
+        )
     return paths
 
 
 def add_arguments(p) -> None:
-    p.add_argument("runs", nargs="*", metavar="RUN",
-                   help="BASELINE CANDIDATE: run folders or run ids under --results, one run a side (one RUN with "
-                        "--against references); or give groups with --baseline and --candidate")
-    p.add_argument("--baseline", default=None, metavar="A[,B,...]",
-                   help="the baseline group: run ids, run folders or labels (run.json's label), comma-separated")
+    p.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN",
+        help="BASELINE CANDIDATE: run folders or run ids under --results, one run a side (one RUN with "
+        "--against references); or give groups with --baseline and --candidate",
+    )
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="A[,B,...]",
+        help="the baseline group: run ids, run folders or labels (run.json's label), comma-separated",
+    )
     p.add_argument("--candidate", default=None, metavar="C[,D,...]", help="the candidate group, as --baseline")
     p.add_argument("--results", default=registry.RESULTS, help="where run ids are looked up (default: results)")
     p.add_argument("--out-dir", default=None, help="where the CSVs and the figure go (default: RESULTS/compare)")
-    p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT,
-                   help=f"speed changes within this fraction count as the same (default {DEFAULT_MIN_EFFECT}: "
-                        "docs/comparing.md says how it was chosen)")
-    p.add_argument("--any-device-model", action="store_true",
-                   help="match points by device index even when the device models differ (compare two partitions); "
-                        "the model change is then named next to each verdict")
-    p.add_argument("--allow-mixed", action="store_true",
-                   help="let a group mix device models or (timing) configs: its spread then includes that mixing")
-    p.add_argument("--history", default=None, metavar="STORE",
-                   help="the history store whose measured between-run spread a 1-vs-1 comparison may use "
-                        f"(default: RESULTS/{registry.HISTORY_FILE}; 'none': never)")
-    p.add_argument("--against", choices=["references"], default=None,
-                   help="also compare the candidate's best matmul throughput with published figures")
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        default=DEFAULT_MIN_EFFECT,
+        help=f"speed changes within this fraction count as the same (default {DEFAULT_MIN_EFFECT}: "
+        "docs/comparing.md says how it was chosen)",
+    )
+    p.add_argument(
+        "--any-device-model",
+        action="store_true",
+        help="match points by device index even when the device models differ (compare two partitions); "
+        "the model change is then named next to each verdict",
+    )
+    p.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="let a group mix device models or (timing) configs: its spread then includes that mixing",
+    )
+    p.add_argument(
+        "--history",
+        default=None,
+        metavar="STORE",
+        help="the history store whose measured between-run spread a 1-vs-1 comparison may use "
+        f"(default: RESULTS/{registry.HISTORY_FILE}; 'none': never)",
+    )
+    p.add_argument(
+        "--against",
+        choices=["references"],
+        default=None,
+        help="also compare the candidate's best matmul throughput with published figures",
+    )
     p.add_argument("--no-plot", action="store_true", help="write the CSVs only")
-    p.add_argument("--exit-zero", action="store_true",
-                   help="exit 0 even when a point is slower (the workflow's compare step: the report shows it)")
+    p.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 even when a point is slower (the workflow's compare step: the report shows it)",
+    )
 
 
 def _reference_report(run: Run) -> list[str]:
     matmul = run.tables.get("matmul", pd.DataFrame())
-    env = (run.devices.get("env") or {})
+    env = run.devices.get("env") or {}
     lines = refs.reference_lines(matmul, torch_version=str(run.devices.get("torch_version") or ""), env=env)
     if not lines:
-        return [f"references: no published figure for a device and dtype of run {run.run_id} "
-                f"({', '.join(sorted(set(matmul.get('device_name', pd.Series(dtype=str)).dropna().astype(str)))) or 'no matmul'})"]
+        return [
+            f"references: no published figure for a device and dtype of run {run.run_id} "
+            f"({', '.join(sorted(set(matmul.get('device_name', pd.Series(dtype=str)).dropna().astype(str)))) or 'no matmul'})"
+        ]
     return [f"references: {line['text']}" for line in lines]
 
 
@@ -909,7 +1166,7 @@ def _spread_lookup(args, results: Path) -> SpreadLookup | None:
     store = Path(args.history) if args.history else results / registry.HISTORY_FILE
     if not store.is_file():
         return None
-    from .history import spread_lookup  # noqa: PLC0415 (duckdb only when a store exists to read)
+    from .history import spread_lookup  # duckdb only when a store exists to read
 
     return spread_lookup(store, args.min_effect)
 
@@ -918,23 +1175,31 @@ def _cli(args) -> int:
     results = Path(args.results)
     groups = args.baseline is not None or args.candidate is not None
     if groups and args.runs:
-        raise CompareInputError(f"RUN: {' '.join(args.runs)} given with --baseline/--candidate; allowed: BASELINE "
-                                "CANDIDATE, or --baseline A[,B,...] --candidate C[,D,...]")
+        raise CompareInputError(
+            f"RUN: {' '.join(args.runs)} given with --baseline/--candidate; allowed: BASELINE "
+            "CANDIDATE, or --baseline A[,B,...] --candidate C[,D,...]"
+        )
     if groups and (args.baseline is None or args.candidate is None):
         missing = "--candidate" if args.candidate is None else "--baseline"
-        raise CompareInputError(f"{missing}: empty group; allowed: one or more run ids, run folders or labels, "
-                                "comma-separated")
+        raise CompareInputError(
+            f"{missing}: empty group; allowed: one or more run ids, run folders or labels, comma-separated"
+        )
     if len(args.runs) > 2:
-        raise CompareInputError(f"RUN: {len(args.runs)} runs given; allowed: BASELINE CANDIDATE, or one RUN with "
-                                "--against references, or --baseline A[,B,...] --candidate C[,D,...]")
+        raise CompareInputError(
+            f"RUN: {len(args.runs)} runs given; allowed: BASELINE CANDIDATE, or one RUN with "
+            "--against references, or --baseline A[,B,...] --candidate C[,D,...]"
+        )
     if not (args.min_effect >= 0 and math.isfinite(args.min_effect)) or args.min_effect >= 1:
-        raise CompareInputError(f"--min-effect: {args.min_effect!r} is out of range; allowed: 0 <= x < 1 "
-                                "(a fraction: 0.05 is 5%)")
+        raise CompareInputError(
+            f"--min-effect: {args.min_effect!r} is out of range; allowed: 0 <= x < 1 (a fraction: 0.05 is 5%)"
+        )
     if not groups and len(args.runs) < 2:
         if len(args.runs) == 0 or args.against != "references":
-            raise CompareInputError(f"RUN: {'no run' if not args.runs else 'one run'} given; allowed: BASELINE "
-                                    "CANDIDATE, --baseline A[,B,...] --candidate C[,D,...], or one RUN with "
-                                    "--against references")
+            raise CompareInputError(
+                f"RUN: {'no run' if not args.runs else 'one run'} given; allowed: BASELINE "
+                "CANDIDATE, --baseline A[,B,...] --candidate C[,D,...], or one RUN with "
+                "--against references"
+            )
         run = load_run(resolve_run(args.runs[0], results))
         print("\n".join(_reference_report(run)))
         return 0
@@ -948,8 +1213,14 @@ def _cli(args) -> int:
         raise CompareInputError(f"--candidate: run {Path(min(both)).name} is in both groups")
     base = Group([load_run(p) for p in base_paths])
     cand = Group([load_run(p) for p in cand_paths])
-    cmp = compare_groups(base, cand, args.min_effect, args.any_device_model, allow_mixed=args.allow_mixed,
-                         spread_of=_spread_lookup(args, results))
+    cmp = compare_groups(
+        base,
+        cand,
+        args.min_effect,
+        args.any_device_model,
+        allow_mixed=args.allow_mixed,
+        spread_of=_spread_lookup(args, results),
+    )
     print(format_table(cmp))
     if args.against == "references":
         print("\n".join(_reference_report(cand.first)))

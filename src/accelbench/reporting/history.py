@@ -30,7 +30,6 @@ empty history, nothing matching the filters), one line naming the problem and no
 from history: the sd of its log run medians since the series' last change point (at least 3 runs).
 """
 
-
 from __future__ import annotations
 
 import json
@@ -71,8 +70,11 @@ def spread_lookup(store: str | Path, min_effect: float = DEFAULT_MIN_EFFECT):
 
     def lookup(point, base_run, cand_run, exclude):
         for run in (base_run, cand_run):
-            testbed = {"host": (run.devices or {}).get("host"), "config_hash": run.info.get("config_hash"),
-                       "device_name": point.get("device_name")}
+            testbed = {
+                "host": (run.devices or {}).get("host"),
+                "config_hash": run.info.get("config_hash"),
+                "device_name": point.get("device_name"),
+            }
             found = measured_spread(store, testbed, point, exclude=exclude, min_effect=min_effect)
             if found is not None:
                 return found
@@ -84,6 +86,7 @@ def spread_lookup(store: str | Path, min_effect: float = DEFAULT_MIN_EFFECT):
 # ---------------------------------------------------------------------------------------------------------
 # A run's points (from its folder; pure but for reading the files)
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _text(value) -> str:
     return sample_table.canonical(value)
@@ -124,15 +127,21 @@ def run_record(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
     devices = _load_json(run_dir / registry.DEVICES_FILE) if (run_dir / registry.DEVICES_FILE).is_file() else {}
     run_id = str(info.get("run") or run_dir.name)
     config = info.get("config") or {}
-    run = {"run_id": run_id, "run_dir": str(run_dir), "timestamp_utc": str(devices.get("timestamp_utc") or ""),
-           "host": str(devices.get("host") or ""), "config_hash": str(info.get("config_hash") or ""),
-           "container_image": str(devices.get("container_image") or ""),
-           "torch_version": str(devices.get("torch_version") or ""),
-           "cuda_version": str(devices.get("cuda_version") or ""), "hip_version": str(devices.get("hip_version") or ""),
-           "python_version": str(devices.get("python_version") or ""),
-           "accelbench_version": str(info.get("accelbench_version") or devices.get("accelbench_version") or ""),
-           "git_commit": str(info.get("git_commit") or devices.get("git_commit") or ""),
-           "added_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    run = {
+        "run_id": run_id,
+        "run_dir": str(run_dir),
+        "timestamp_utc": str(devices.get("timestamp_utc") or ""),
+        "host": str(devices.get("host") or ""),
+        "config_hash": str(info.get("config_hash") or ""),
+        "container_image": str(devices.get("container_image") or ""),
+        "torch_version": str(devices.get("torch_version") or ""),
+        "cuda_version": str(devices.get("cuda_version") or ""),
+        "hip_version": str(devices.get("hip_version") or ""),
+        "python_version": str(devices.get("python_version") or ""),
+        "accelbench_version": str(info.get("accelbench_version") or devices.get("accelbench_version") or ""),
+        "git_commit": str(info.get("git_commit") or devices.get("git_commit") or ""),
+        "added_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     frames: dict[str, list] = {}
     for name in expected_files(config):
         file = run_dir / name
@@ -159,18 +168,27 @@ def run_record(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
             median = pd.to_numeric(pd.Series([r.get(spec.median)]), errors="coerce").iloc[0]
             device_name = _text(r.get("device_name"))
             tb = {**{k: run[k] for k in TESTBED_FIELDS if k in run}, "device_name": device_name}
-            rows.append({"run_id": run_id, "testbed": testbed_id(tb), **tb, "tbl": table,
-                         "backend": _text(r.get("backend")), "device": _text(r.get("device")),
-                         "point": sample_table.point_key(table, r), "label": point_label(table, r),
-                         "status": _text(r.get("status")),
-                         "median_s": float(median) if pd.notna(median) and median > 0 else None,
-                         "lower_is_better": bool(spec.lower_is_better),
-                         "method_version": int(pd.to_numeric(r.get("method_version"), errors="coerce") or 0)
-                         if _text(r.get("method_version")) else 0})
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "testbed": testbed_id(tb),
+                    **tb,
+                    "tbl": table,
+                    "backend": _text(r.get("backend")),
+                    "device": _text(r.get("device")),
+                    "point": sample_table.point_key(table, r),
+                    "label": point_label(table, r),
+                    "status": _text(r.get("status")),
+                    "median_s": float(median) if pd.notna(median) and median > 0 else None,
+                    "lower_is_better": bool(spec.lower_is_better),
+                    "method_version": int(pd.to_numeric(r.get("method_version"), errors="coerce") or 0)
+                    if _text(r.get("method_version"))
+                    else 0,
+                }
+            )
     points = pd.DataFrame(rows, columns=list(POINT_COLUMNS))
     points = points.drop_duplicates(subset=["tbl", "backend", "device", "point"], keep="last")
     return run, points
-
 
 
 def add_run(store: str | Path, run_dir: str | Path) -> bool:
@@ -183,6 +201,7 @@ def add_run(store: str | Path, run_dir: str | Path) -> bool:
 # The command
 # ---------------------------------------------------------------------------------------------------------
 
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.4g} us"
 
@@ -191,8 +210,10 @@ def format_series(series: list[Series], full: bool = False, min_effect: float = 
     lines = []
     for s in series:
         runs = s.runs
-        head = (f"{s.label} [{s.key[0] or '?'} {s.key[1] or s.key[5]} config {s.key[2][:8]}]: {len(runs)} run(s), "
-                f"latest {_ms(float(runs['median_s'].iloc[-1]))} ({runs['run_id'].iloc[-1]})")
+        head = (
+            f"{s.label} [{s.key[0] or '?'} {s.key[1] or s.key[5]} config {s.key[2][:8]}]: {len(runs)} run(s), "
+            f"latest {_ms(float(runs['median_s'].iloc[-1]))} ({runs['run_id'].iloc[-1]})"
+        )
         verdict = s.verdict(min_effect)
         if s.cps:
             head += f"; latest level vs the one before: {100 * (s.latest_step() - 1):+.1f}% ({verdict})"
@@ -205,36 +226,58 @@ def format_series(series: list[Series], full: bool = False, min_effect: float = 
                 step = f"  <- change point {100 * (s.level((a, b)) / s.level(s.segments[si - 1]) - 1):+.1f}%"
                 changed = s.changes_at(a)
                 step += f" ({changed})" if changed else ""
-            lines.append(f"    runs {a + 1}-{b} {runs['run_id'].iloc[a]}..{runs['run_id'].iloc[b - 1]}: "
-                         f"median {_ms(s.level((a, b)))}{step}")
+            lines.append(
+                f"    runs {a + 1}-{b} {runs['run_id'].iloc[a]}..{runs['run_id'].iloc[b - 1]}: "
+                f"median {_ms(s.level((a, b)))}{step}"
+            )
             if full:
                 for i in range(a, b):
                     r = runs.iloc[i]
-                    lines.append(f"      {i + 1:>4} {r['run_id']:<24} {r['timestamp_utc']!s:<22} "
-                                 f"{_ms(float(r['median_s']))}")
+                    lines.append(
+                        f"      {i + 1:>4} {r['run_id']:<24} {r['timestamp_utc']!s:<22} {_ms(float(r['median_s']))}"
+                    )
     return "\n".join(lines)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("action", nargs="?", choices=("show", "add"), default="show",
-                   help="show (default): each point's series and change points; add RUN...: ingest run folders")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("show", "add"),
+        default="show",
+        help="show (default): each point's series and change points; add RUN...: ingest run folders",
+    )
     p.add_argument("runs", nargs="*", help="with add: run folders (holding run.json)")
-    p.add_argument("--store", default=None,
-                   help=f"the history store (default: results/{registry.HISTORY_FILE})")
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 when the latest run of a series is past a change point slower by more than "
-                        "--min-effect, 0 otherwise, 2 on unusable input")
-    p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT,
-                   help=f"the smallest step that counts, as a fraction (default {DEFAULT_MIN_EFFECT})")
-    p.add_argument("--recent", type=int, default=0, metavar="K",
-                   help="with --check: only a change point within a series' last K runs counts (0, the default: any; "
-                        "a CI gate that should stop failing once a slowdown has been accepted sets it)")
+    p.add_argument("--store", default=None, help=f"the history store (default: results/{registry.HISTORY_FILE})")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when the latest run of a series is past a change point slower by more than "
+        "--min-effect, 0 otherwise, 2 on unusable input",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        default=DEFAULT_MIN_EFFECT,
+        help=f"the smallest step that counts, as a fraction (default {DEFAULT_MIN_EFFECT})",
+    )
+    p.add_argument(
+        "--recent",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --check: only a change point within a series' last K runs counts (0, the default: any; "
+        "a CI gate that should stop failing once a slowdown has been accepted sets it)",
+    )
     p.add_argument("--table", default=None, help="only this table's points")
     p.add_argument("--match", default=None, help="only points whose label contains this text")
     p.add_argument("--host", default=None, help="only this host's points")
     p.add_argument("--full", action="store_true", help="print every run of each series, not only its levels")
-    p.add_argument("--receipt", default=None,
-                   help="with add: write this JSON file (run ids, points added) when done (the pipeline's rule output)")
+    p.add_argument(
+        "--receipt",
+        default=None,
+        help="with add: write this JSON file (run ids, points added) when done (the pipeline's rule output)",
+    )
 
 
 def cli(args) -> int:
@@ -248,7 +291,9 @@ def cli(args) -> int:
 def _cli(args) -> int:
     store = Path(args.store) if args.store else default_store()
     if args.recent < 0:
-        raise HistoryInputError(f"--recent: {args.recent} is negative; allowed: 0 (any change point) or a count of runs")
+        raise HistoryInputError(
+            f"--recent: {args.recent} is negative; allowed: 0 (any change point) or a count of runs"
+        )
     if not (0 < args.min_effect < 1):
         raise HistoryInputError(f"--min-effect: {args.min_effect} is not a fraction between 0 and 1 (e.g. 0.05)")
     if args.action == "add":
@@ -258,8 +303,10 @@ def _cli(args) -> int:
         receipt = []
         for rec, added in zip(records, add_records(store, records)):
             receipt.append({"run_id": rec[0]["run_id"], "added": added, "points": len(rec[1])})
-            print(f"accelbench history: {rec[0]['run_id']}: "
-                  f"{f'{len(rec[1])} point(s) added' if added else 'already in the store'} -> {store}")
+            print(
+                f"accelbench history: {rec[0]['run_id']}: "
+                f"{f'{len(rec[1])} point(s) added' if added else 'already in the store'} -> {store}"
+            )
         if args.receipt:
             atomic_write_json(Path(args.receipt), {"store": str(store), "runs": receipt})
         return 0
@@ -278,18 +325,20 @@ def _cli(args) -> int:
     print(format_series(series, full=args.full, min_effect=args.min_effect))
     if not args.check:
         return 0
+
     def counts(s) -> bool:  # with --recent K, only a change point within the series' last K runs
         return not args.recent or (bool(s.cps) and len(s.runs) - s.cps[-1] <= args.recent)
 
     slower = [s for s in series if s.verdict(args.min_effect) == "slower" and counts(s)]
     faster = [s for s in series if s.verdict(args.min_effect) == "faster" and counts(s)]
     short = sum(len(s.runs) < 2 * MIN_SEGMENT for s in series)
-    print(f"accelbench history --check: {len(series)} series; {len(slower)} slower, {len(faster)} faster past "
-          f"their last change point (min_effect {100 * args.min_effect:g}%"
-          + (f", a change point within the last {args.recent} runs" if args.recent else "") + ")"
-          + (f"; {short} too short to hold a change point (< {2 * MIN_SEGMENT} runs)" if short else ""))
+    print(
+        f"accelbench history --check: {len(series)} series; {len(slower)} slower, {len(faster)} faster past "
+        f"their last change point (min_effect {100 * args.min_effect:g}%"
+        + (f", a change point within the last {args.recent} runs" if args.recent else "")
+        + ")"
+        + (f"; {short} too short to hold a change point (< {2 * MIN_SEGMENT} runs)" if short else "")
+    )
     for s in slower:
-        print(f"  slower: {s.label} {100 * (s.latest_step() - 1):+.1f}% since run "
-              f"{s.runs['run_id'].iloc[s.cps[-1]]}")
+        print(f"  slower: {s.label} {100 * (s.latest_step() - 1):+.1f}% since run {s.runs['run_id'].iloc[s.cps[-1]]}")
     return 1 if slower else 0
-

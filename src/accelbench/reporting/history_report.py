@@ -36,8 +36,16 @@ def headline_series(history: pd.DataFrame, limit: int = HEADLINE_MAX) -> list[st
     for key, g in history.groupby("series", sort=False):
         steps = g.loc[g["change_point"].map(S.as_bool).eq(True), "step_pct"]
         last = abs(float(steps.iloc[-1])) if len(steps) else 0.0
-        rows.append((0 if len(steps) else 1, -last, order.get(g["table"].iloc[0], 99), str(g["label"].iloc[0]), key,
-                     g["table"].iloc[0]))
+        rows.append(
+            (
+                0 if len(steps) else 1,
+                -last,
+                order.get(g["table"].iloc[0], 99),
+                str(g["label"].iloc[0]),
+                key,
+                g["table"].iloc[0],
+            )
+        )
     # changed first, largest step first; then one series per table in turn, so every table gets a panel
     picked, seen = [], {}
     for r in sorted(rows):
@@ -63,20 +71,37 @@ def history_context(tables, series, ctx) -> dict:
         g = h[h["series"] == key].sort_values("run_index")
         cps = g[g["change_point"].map(S.as_bool).eq(True)]
         last = g.iloc[-1]
-        rows.append({"label": last["label"], "host": last["host"], "device_name": last["device_name"],
-                     "runs": int(g["run_index"].max()) + 1, "shown": len(g),
-                     "latest": _ms(float(last["median_s"])), "latest_run": last["run_id"],
-                     "level": _ms(float(last["segment_median_s"])), "n_changes": len(cps),
-                     "last_change_run": cps["run_id"].iloc[-1] if len(cps) else "",
-                     "last_step": f"{float(cps['step_pct'].iloc[-1]):+.1f}%" if len(cps) else "",
-                     "changes": str(cps["changes"].iloc[-1]) if len(cps) and cps["changes"].iloc[-1] == cps["changes"].iloc[-1] else "",
-                     "verdict": str(last["verdict"])})
+        rows.append(
+            {
+                "label": last["label"],
+                "host": last["host"],
+                "device_name": last["device_name"],
+                "runs": int(g["run_index"].max()) + 1,
+                "shown": len(g),
+                "latest": _ms(float(last["median_s"])),
+                "latest_run": last["run_id"],
+                "level": _ms(float(last["segment_median_s"])),
+                "n_changes": len(cps),
+                "last_change_run": cps["run_id"].iloc[-1] if len(cps) else "",
+                "last_step": f"{float(cps['step_pct'].iloc[-1]):+.1f}%" if len(cps) else "",
+                "changes": str(cps["changes"].iloc[-1])
+                if len(cps) and cps["changes"].iloc[-1] == cps["changes"].iloc[-1]
+                else "",
+                "verdict": str(last["verdict"]),
+            }
+        )
     per_series = h.groupby("series")
     verdicts = per_series["verdict"].last()
-    return {"history": {"rows": rows, "n_series": int(per_series.ngroups),
-                        "n_runs": int(h["run_id"].nunique()),
-                        "n_changed": int((per_series["change_point"].apply(lambda c: c.map(S.as_bool).any())).sum()),
-                        "n_slower": int((verdicts == "slower").sum()), "focus": in_focus}}
+    return {
+        "history": {
+            "rows": rows,
+            "n_series": int(per_series.ngroups),
+            "n_runs": int(h["run_id"].nunique()),
+            "n_changed": int((per_series["change_point"].apply(lambda c: c.map(S.as_bool).any())).sum()),
+            "n_slower": int((verdicts == "slower").sum()),
+            "focus": in_focus,
+        }
+    }
 
 
 def fig_history(plt, sns, tables, series):
@@ -85,14 +110,20 @@ def fig_history(plt, sns, tables, series):
     if not keys:
         fig, ax = plt.subplots(figsize=(7, 1.8))
         ax.axis("off")
-        ax.text(0.5, 0.5, "No history yet: the store holds no run of a measured point\n"
-                "(a finished run adds itself; accelbench history add RUN)", ha="center", va="center")
+        ax.text(
+            0.5,
+            0.5,
+            "No history yet: the store holds no run of a measured point\n"
+            "(a finished run adds itself; accelbench history add RUN)",
+            ha="center",
+            va="center",
+        )
         ax.set_title("History")
         return fig
     ncols = min(3, len(keys))
     nrows = math.ceil(len(keys) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 2.9 * nrows), squeeze=False)
-    for ax in axes.flat[len(keys):]:
+    for ax in axes.flat[len(keys) :]:
         ax.axis("off")
     for ax, key in zip(axes.flat, keys):
         g = h[h["series"] == key].sort_values("run_index")
@@ -101,17 +132,35 @@ def fig_history(plt, sns, tables, series):
         ax.plot(x, y, marker="o" if len(g) <= 60 else None, ms=3, lw=1, color="#4c72b0", label="run median")
         for _, seg in g.groupby("segment"):
             sx = seg["run_index"].to_numpy(int) + 1
-            ax.hlines(float(seg["segment_median_s"].iloc[0]) * 1e3, sx.min() - 0.4, sx.max() + 0.4,
-                      color="#222222", lw=2, alpha=0.7)
+            ax.hlines(
+                float(seg["segment_median_s"].iloc[0]) * 1e3,
+                sx.min() - 0.4,
+                sx.max() + 0.4,
+                color="#222222",
+                lw=2,
+                alpha=0.7,
+            )
         for _, cp in g[g["change_point"].map(S.as_bool).eq(True)].iterrows():
             color = "#c0392b" if (cp["step_pct"] > 0) == bool(S.as_bool(cp["lower_is_better"])) else "#1e8449"
             ax.axvline(int(cp["run_index"]) + 0.5, color=color, ls="--", lw=1.2)
-            ax.annotate(f"{float(cp['step_pct']):+.0f}%", (int(cp["run_index"]) + 0.6, ax.get_ylim()[1]),
-                        va="top", fontsize=8, color=color)
+            ax.annotate(
+                f"{float(cp['step_pct']):+.0f}%",
+                (int(cp["run_index"]) + 0.6, ax.get_ylim()[1]),
+                va="top",
+                fontsize=8,
+                color=color,
+            )
         focus = g[g["in_focus"].map(S.as_bool).eq(True)]
         if len(focus):
-            ax.scatter(focus["run_index"].to_numpy(int) + 1, focus["median_s"].to_numpy(float) * 1e3, s=28,
-                       facecolors="none", edgecolors="#dd8452", zorder=3, label="in focus")
+            ax.scatter(
+                focus["run_index"].to_numpy(int) + 1,
+                focus["median_s"].to_numpy(float) * 1e3,
+                s=28,
+                facecolors="none",
+                edgecolors="#dd8452",
+                zorder=3,
+                label="in focus",
+            )
         label = str(g["label"].iloc[-1])
         ax.set_title(label if len(label) <= 38 else label[:36] + "…", fontsize=9)
         ax.set_xlabel("run")
@@ -119,7 +168,10 @@ def fig_history(plt, sns, tables, series):
         lo, hi = np.nanmin(y), np.nanmax(y)
         pad = max((hi - lo) * 0.25, hi * 0.02)
         ax.set_ylim(lo - pad, hi + pad)
-    fig.suptitle("History: run medians over runs; levels between change points, change points dashed "
-                 "(red: slower, green: faster)", fontsize=10)
+    fig.suptitle(
+        "History: run medians over runs; levels between change points, change points dashed "
+        "(red: slower, green: faster)",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig

@@ -35,12 +35,46 @@ EXACT_TAIL = 100  # the latest runs of a series searched run by run
 COARSE_POINTS = 100  # the grid an older stretch is searched on
 LOCK_TIMEOUT_S = 120.0
 SERIES_KEY = ("host", "device_name", "config_hash", "tbl", "backend", "device", "point")
-TESTBED_FIELDS = ("host", "device_name", "container_image", "torch_version", "cuda_version", "hip_version",
-                  "python_version", "accelbench_version", "config_hash")
-RUN_COLUMNS = ("run_id", "run_dir", "timestamp_utc", "host", "config_hash", "container_image", "torch_version",
-               "cuda_version", "hip_version", "python_version", "accelbench_version", "git_commit", "added_utc")
-POINT_COLUMNS = ("run_id", "testbed", *TESTBED_FIELDS, "tbl", "backend", "device", "point", "label", "status",
-                 "median_s", "lower_is_better", "method_version")
+TESTBED_FIELDS = (
+    "host",
+    "device_name",
+    "container_image",
+    "torch_version",
+    "cuda_version",
+    "hip_version",
+    "python_version",
+    "accelbench_version",
+    "config_hash",
+)
+RUN_COLUMNS = (
+    "run_id",
+    "run_dir",
+    "timestamp_utc",
+    "host",
+    "config_hash",
+    "container_image",
+    "torch_version",
+    "cuda_version",
+    "hip_version",
+    "python_version",
+    "accelbench_version",
+    "git_commit",
+    "added_utc",
+)
+POINT_COLUMNS = (
+    "run_id",
+    "testbed",
+    *TESTBED_FIELDS,
+    "tbl",
+    "backend",
+    "device",
+    "point",
+    "label",
+    "status",
+    "median_s",
+    "lower_is_better",
+    "method_version",
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,6 +103,7 @@ def default_store(results: str | Path = registry.RESULTS) -> Path:
 # Opening the store: one writer at a time (a lock file), readers retry while a writer holds it
 # ---------------------------------------------------------------------------------------------------------
 
+
 def _connect(store: Path, read_only: bool, timeout_s: float = LOCK_TIMEOUT_S):
     """A DuckDB connection; retried while another process holds the file (DuckDB allows one writer process)."""
     deadline = time.monotonic() + timeout_s
@@ -96,8 +131,9 @@ def _writer(store: Path, timeout_s: float = LOCK_TIMEOUT_S):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise HistoryInputError(f"{store}: another process has held the store's lock for over "
-                                            f"{timeout_s:.0f} s") from None
+                    raise HistoryInputError(
+                        f"{store}: another process has held the store's lock for over {timeout_s:.0f} s"
+                    ) from None
                 time.sleep(0.05)
         try:
             con = _connect(store, read_only=False, timeout_s=timeout_s)
@@ -141,16 +177,17 @@ def testbed_id(fields: Mapping) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-
 # ---------------------------------------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------------------------------------
 
+
 def _insert_points(con, points: pd.DataFrame) -> None:
     con.register("new_points", points)
     try:
-        con.execute(f"INSERT INTO points ({', '.join(POINT_COLUMNS)}) SELECT {', '.join(POINT_COLUMNS)} "
-                    "FROM new_points")
+        con.execute(
+            f"INSERT INTO points ({', '.join(POINT_COLUMNS)}) SELECT {', '.join(POINT_COLUMNS)} FROM new_points"
+        )
     finally:
         con.unregister("new_points")
 
@@ -161,8 +198,10 @@ def _write_one(con, record: tuple[dict, pd.DataFrame]) -> bool:
         return False
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
-                    [run[c] for c in RUN_COLUMNS])
+        con.execute(
+            f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+            [run[c] for c in RUN_COLUMNS],
+        )
         if len(points):
             _insert_points(con, points)
         con.execute("COMMIT")
@@ -195,8 +234,10 @@ def has_run(store: str | Path, run_id: str) -> bool:
 # Reading and change points
 # ---------------------------------------------------------------------------------------------------------
 
-def read_points(store: str | Path, table: str | None = None, match: str | None = None,
-                host: str | None = None) -> pd.DataFrame:
+
+def read_points(
+    store: str | Path, table: str | None = None, match: str | None = None, host: str | None = None
+) -> pd.DataFrame:
     """Every stored point of every run (with the run's time), in series then time order; filtered by table,
     a substring of the point's label and host."""
     where, args = [], []
@@ -209,9 +250,11 @@ def read_points(store: str | Path, table: str | None = None, match: str | None =
     if host:
         where.append("p.host = ?")
         args.append(host)
-    sql = ("SELECT p.*, r.timestamp_utc, r.git_commit FROM points p JOIN runs r USING (run_id)"
-           + (f" WHERE {' AND '.join(where)}" if where else "")
-           + f" ORDER BY {', '.join('p.' + k for k in SERIES_KEY)}, r.timestamp_utc, p.run_id")
+    sql = (
+        "SELECT p.*, r.timestamp_utc, r.git_commit FROM points p JOIN runs r USING (run_id)"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + f" ORDER BY {', '.join('p.' + k for k in SERIES_KEY)}, r.timestamp_utc, p.run_id"
+    )
     with reader(store) as con:
         return con.execute(sql, args).df()
 
@@ -280,7 +323,7 @@ def change_points(log_medians: Iterable[float], min_effect: float = DEFAULT_MIN_
     if n < 2 * MIN_SEGMENT:
         return []
     sigma = max(_noise(y), 0.25 * math.log1p(min_effect) / 3, 1e-4)  # a perfectly flat series still has a floor
-    penalty = 3.0 * sigma ** 2 * math.log(n)
+    penalty = 3.0 * sigma**2 * math.log(n)
     if n <= EXACT_TAIL + COARSE_POINTS:
         cps = _pelt(y, penalty)
     else:
@@ -294,9 +337,12 @@ def change_points(log_medians: Iterable[float], min_effect: float = DEFAULT_MIN_
     threshold = math.log1p(min_effect)
     while cps:  # merge the smallest step below min_effect (or a segment too short), then look again
         bounds = [0, *cps, n]
-        steps = [abs(np.median(y[bounds[i + 1]:bounds[i + 2]]) - np.median(y[bounds[i]:bounds[i + 1]]))
-                 if bounds[i + 2] - bounds[i + 1] >= MIN_SEGMENT and bounds[i + 1] - bounds[i] >= MIN_SEGMENT
-                 else 0.0 for i in range(len(cps))]
+        steps = [
+            abs(np.median(y[bounds[i + 1] : bounds[i + 2]]) - np.median(y[bounds[i] : bounds[i + 1]]))
+            if bounds[i + 2] - bounds[i + 1] >= MIN_SEGMENT and bounds[i + 1] - bounds[i] >= MIN_SEGMENT
+            else 0.0
+            for i in range(len(cps))
+        ]
         i = int(np.argmin(steps))
         if steps[i] >= threshold:
             break
@@ -318,7 +364,7 @@ class Series:
         return list(itertools.pairwise(bounds))
 
     def level(self, seg: tuple[int, int]) -> float:
-        return float(np.median(self.runs["median_s"].to_numpy(float)[seg[0]:seg[1]]))
+        return float(np.median(self.runs["median_s"].to_numpy(float)[seg[0] : seg[1]]))
 
     def latest_step(self) -> float | None:
         """The last change point's time ratio (after over before, > 1: slower for a time), None without one."""
@@ -341,9 +387,15 @@ class Series:
             return ""
         a, b = self.runs.iloc[index - 1], self.runs.iloc[index]
         out = []
-        for col, name in (("container_image", "image"), ("torch_version", "torch"), ("cuda_version", "CUDA"),
-                          ("hip_version", "HIP"), ("accelbench_version", "accelbench"), ("git_commit", "commit"),
-                          ("method_version", "method_version")):
+        for col, name in (
+            ("container_image", "image"),
+            ("torch_version", "torch"),
+            ("cuda_version", "CUDA"),
+            ("hip_version", "HIP"),
+            ("accelbench_version", "accelbench"),
+            ("git_commit", "commit"),
+            ("method_version", "method_version"),
+        ):
             if str(a.get(col, "")) != str(b.get(col, "")):
                 out.append(f"{name} {str(a.get(col, ''))[:12] or '-'}->{str(b.get(col, ''))[:12] or '-'}")
         return ", ".join(out)
@@ -362,8 +414,13 @@ def series_of(points: pd.DataFrame, min_effect: float = DEFAULT_MIN_EFFECT) -> l
     return out
 
 
-def measured_spread(store: str | Path, testbed: Mapping, point: Mapping, exclude: Iterable[str] = (),
-                    min_effect: float = DEFAULT_MIN_EFFECT):
+def measured_spread(
+    store: str | Path,
+    testbed: Mapping,
+    point: Mapping,
+    exclude: Iterable[str] = (),
+    min_effect: float = DEFAULT_MIN_EFFECT,
+):
     """The between-run sd of a point's log run medians on a testbed, from history: ``(sigma_log, n_runs,
     source)`` over the runs since the series' last change point, or None (no store, fewer than 3 runs).
 
@@ -373,12 +430,21 @@ def measured_spread(store: str | Path, testbed: Mapping, point: Mapping, exclude
     if not Path(store).is_file():
         return None
     device_name = _text(testbed.get("device_name") or point.get("device_name"))
-    key = (str(testbed.get("host") or ""), device_name, str(testbed.get("config_hash") or ""),
-           str(point.get("table") or point.get("tbl")), _text(point.get("backend")), _text(point.get("device")),
-           str(point.get("point")))
-    sql = ("SELECT p.run_id, p.status, p.median_s, p.label, p.lower_is_better, r.timestamp_utc FROM points p "
-           "JOIN runs r USING (run_id) WHERE " + " AND ".join(f"p.{k} = ?" for k in SERIES_KEY)
-           + " ORDER BY r.timestamp_utc, p.run_id")
+    key = (
+        str(testbed.get("host") or ""),
+        device_name,
+        str(testbed.get("config_hash") or ""),
+        str(point.get("table") or point.get("tbl")),
+        _text(point.get("backend")),
+        _text(point.get("device")),
+        str(point.get("point")),
+    )
+    sql = (
+        "SELECT p.run_id, p.status, p.median_s, p.label, p.lower_is_better, r.timestamp_utc FROM points p "
+        "JOIN runs r USING (run_id) WHERE "
+        + " AND ".join(f"p.{k} = ?" for k in SERIES_KEY)
+        + " ORDER BY r.timestamp_utc, p.run_id"
+    )
     try:
         with reader(store) as con:
             rows = con.execute(sql, list(key)).df()
@@ -394,13 +460,19 @@ def measured_spread(store: str | Path, testbed: Mapping, point: Mapping, exclude
     if len(tail) < MIN_SPREAD_RUNS:
         return None
     ids = rows["run_id"].iloc[since:]
-    source = (f"history {Path(store).name}: {len(tail)} runs on {key[0] or '?'} ({device_name or key[5]}) "
-              f"{ids.iloc[0]}..{ids.iloc[-1]}" + (" since a change point" if cps else ""))
+    source = (
+        f"history {Path(store).name}: {len(tail)} runs on {key[0] or '?'} ({device_name or key[5]}) "
+        f"{ids.iloc[0]}..{ids.iloc[-1]}" + (" since a change point" if cps else "")
+    )
     return float(np.std(tail, ddof=1)), len(tail), source
 
 
-def history_rows(store: str | Path | None, focus_runs: Iterable[str] = (), min_effect: float = DEFAULT_MIN_EFFECT,
-                 max_runs: int | None = None) -> pd.DataFrame:
+def history_rows(
+    store: str | Path | None,
+    focus_runs: Iterable[str] = (),
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    max_runs: int | None = None,
+) -> pd.DataFrame:
     """The aggregated ``history`` table (``registry`` core table): every usable run of every series, with its
     segment, whether it starts one (a change point) and the step there; empty without a store."""
     cols = list(registry.TABLES[registry.HISTORY_TABLE].columns)
@@ -421,17 +493,33 @@ def history_rows(store: str | Path | None, focus_runs: Iterable[str] = (), min_e
             step[cp] = 100 * (levels[k] / levels[k - 1] - 1)
             changes[cp] = s.changes_at(cp)
         run_ids = s.runs["run_id"].astype(str).to_numpy()
-        part = pd.DataFrame({
-            "series": "|".join(map(str, s.key)), "label": s.label, "table": s.key[3], "host": s.key[0],
-            "device_name": s.key[1], "config_hash": s.key[2], "backend": s.key[4], "device": s.key[5],
-            "point": s.key[6], "run_index": index, "run_id": run_ids,
-            "timestamp_utc": s.runs["timestamp_utc"].astype(str).to_numpy(),
-            "median_s": s.runs["median_s"].to_numpy(float), "segment": seg_of, "segment_median_s": levels[seg_of],
-            "change_point": is_cp, "step_pct": step, "changes": changes, "verdict": s.verdict(min_effect),
-            "lower_is_better": s.lower_is_better, "in_focus": np.isin(run_ids, list(focus))})
-        parts.append(part if max_runs is None else part.iloc[max(0, n - max_runs):])
+        part = pd.DataFrame(
+            {
+                "series": "|".join(map(str, s.key)),
+                "label": s.label,
+                "table": s.key[3],
+                "host": s.key[0],
+                "device_name": s.key[1],
+                "config_hash": s.key[2],
+                "backend": s.key[4],
+                "device": s.key[5],
+                "point": s.key[6],
+                "run_index": index,
+                "run_id": run_ids,
+                "timestamp_utc": s.runs["timestamp_utc"].astype(str).to_numpy(),
+                "median_s": s.runs["median_s"].to_numpy(float),
+                "segment": seg_of,
+                "segment_median_s": levels[seg_of],
+                "change_point": is_cp,
+                "step_pct": step,
+                "changes": changes,
+                "verdict": s.verdict(min_effect),
+                "lower_is_better": s.lower_is_better,
+                "in_focus": np.isin(run_ids, list(focus)),
+            }
+        )
+        parts.append(part if max_runs is None else part.iloc[max(0, n - max_runs) :])
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
-
 
 
 def _text(value) -> str:

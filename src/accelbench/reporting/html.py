@@ -29,22 +29,32 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from jinja2 import (ChoiceLoader, Environment, FileSystemLoader, PackageLoader, PrefixLoader, StrictUndefined,
-                    select_autoescape)
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    PackageLoader,
+    PrefixLoader,
+    StrictUndefined,
+    select_autoescape,
+)
 from markupsafe import Markup, escape
 
 from .. import __version__, backends, registry
 from ..columns import VERDICT_COLORS
 from ..run.io import atomic_write_text
 from ..run.provenance import CHECKOUT
-from . import roofline as R
 from . import compare as C
+from . import roofline as R
 from . import tables as S
+
 
 def caption(captions_dir: Path | None, name: str) -> dict:
     """A figure's text: the lead paragraph of its Snakemake report caption (``registry.Figure.caption``),
     as plain text (for ``alt``) and as HTML (inline ``code``, bold and italics kept)."""
-    file = registry.FIGURES[name].caption if name in registry.FIGURES else f"{name}.rst"  # comparison: no registry figure
+    file = (
+        registry.FIGURES[name].caption if name in registry.FIGURES else f"{name}.rst"
+    )  # comparison: no registry figure
     path = Path(captions_dir) / file if captions_dir else None
     text = path.read_text(encoding="utf-8") if path and path.is_file() else ""
     lead = " ".join(text.strip().split("\n\n")[0].split())
@@ -74,8 +84,10 @@ def _records(df, cols=None) -> list[dict]:
     if df is None or df.empty:
         return []
     df = df[cols] if cols else df
-    return [{k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in row.items()}
-            for row in df.to_dict("records")]
+    return [
+        {k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in row.items()}
+        for row in df.to_dict("records")
+    ]
 
 
 def image_data_uri(path: Path) -> str | None:
@@ -101,12 +113,14 @@ def _tflops_ci(lo, hi) -> str:
 
 # What every within-run interval in the report covers (measure.blocks): the tables' headers say "within run",
 # this note says what that means, and a descriptive interval is marked in its cell.
-WITHIN_RUN_CI_NOTE = ("95% CI (within run): the interval of the median over this run's timed blocks, taken in time "
-                      "order: batch means (10 consecutive batches, which accounts for neighbouring blocks being "
-                      "alike) from 50 blocks on, else the order-statistic interval, which takes the blocks as "
-                      "exchangeable and is marked descr. (descriptive). Either covers variation within this one "
-                      "run only, not from one run to the next: comparing runs is accelbench compare's, over "
-                      "several runs a side.")
+WITHIN_RUN_CI_NOTE = (
+    "95% CI (within run): the interval of the median over this run's timed blocks, taken in time "
+    "order: batch means (10 consecutive batches, which accounts for neighbouring blocks being "
+    "alike) from 50 blocks on, else the order-statistic interval, which takes the blocks as "
+    "exchangeable and is marked descr. (descriptive). Either covers variation within this one "
+    "run only, not from one run to the next: comparing runs is accelbench compare's, over "
+    "several runs a side."
+)
 DESCRIPTIVE_MARK = "descr."
 
 
@@ -127,8 +141,14 @@ def headlines(ctx: dict, series) -> list[dict]:
     for _, r in series.iterrows():
         clauses = sorted(c for s in stages for c in s.summary.headline.load()(ctx, r))
         if clauses:
-            out.append({"label": r["label"], "color": r["color"], "text": "; ".join(t for _, t in clauses),
-                        "accelerator": backends.is_accelerator(r["backend"])})
+            out.append(
+                {
+                    "label": r["label"],
+                    "color": r["color"],
+                    "text": "; ".join(t for _, t in clauses),
+                    "accelerator": backends.is_accelerator(r["backend"]),
+                }
+            )
     accel = [h for h in out if h["accelerator"]]
     return accel or out
 
@@ -137,7 +157,7 @@ def _info_value(key: str, value) -> str:
     """A device detail for the environment table, short: bytes in GiB, peaks as numbers, long text cut."""
     if key.endswith("_bytes"):
         try:
-            return f"{float(value) / 2 ** 30:.1f} GiB"
+            return f"{float(value) / 2**30:.1f} GiB"
         except (TypeError, ValueError):
             pass
     if isinstance(value, str) and value.startswith("{"):
@@ -146,8 +166,10 @@ def _info_value(key: str, value) -> str:
         except ValueError:
             obj = None
         if isinstance(obj, dict) and obj and all(isinstance(v, dict) and "tflops" in v for v in obj.values()):
-            return "TFLOP/s: " + ", ".join(f"{S.DTYPE_LABEL.get(d, d)} {S.fmt_num(v['tflops'])}"
-                                          for d, v in sorted(obj.items(), key=lambda kv: S.dtype_sorted(obj).index(kv[0])))
+            return "TFLOP/s: " + ", ".join(
+                f"{S.DTYPE_LABEL.get(d, d)} {S.fmt_num(v['tflops'])}"
+                for d, v in sorted(obj.items(), key=lambda kv: S.dtype_sorted(obj).index(kv[0]))
+            )
         if isinstance(obj, dict) and isinstance(obj.get("found"), dict) and isinstance(obj.get("missing"), dict):
             return telemetry_text(obj)
     text = str(value)
@@ -178,12 +200,23 @@ def runs_side_by_side(tables, series) -> dict:
     if runs.empty:
         return {"runs": [], "rows": []}
     runs = runs.sort_values("run_id")
-    fields = [("host", "host"), ("timestamp_utc", "started (UTC)"), ("run_dir", "folder"),
-              ("accelbench_version", "accelbench"), ("git_commit", "git commit"), ("config_hash", "config hash"),
-              ("container_image", "container image"), ("python_version", "Python"), ("torch_version", "PyTorch"),
-              ("cuda_version", "CUDA"), ("hip_version", "HIP/ROCm"), ("cpu_model", "CPU"),
-              ("threads", "threads (per backend)"), ("backends_requested", "backends asked for"),
-              ("backends_present", "backends present")]
+    fields = [
+        ("host", "host"),
+        ("timestamp_utc", "started (UTC)"),
+        ("run_dir", "folder"),
+        ("accelbench_version", "accelbench"),
+        ("git_commit", "git commit"),
+        ("config_hash", "config hash"),
+        ("container_image", "container image"),
+        ("python_version", "Python"),
+        ("torch_version", "PyTorch"),
+        ("cuda_version", "CUDA"),
+        ("hip_version", "HIP/ROCm"),
+        ("cpu_model", "CPU"),
+        ("threads", "threads (per backend)"),
+        ("backends_requested", "backends asked for"),
+        ("backends_present", "backends present"),
+    ]
     rows = []
     for key, label in fields:
         values = ["" if v != v or v is None else str(v) for v in runs.get(key, [""] * len(runs))]
@@ -192,23 +225,42 @@ def runs_side_by_side(tables, series) -> dict:
     for _, r in runs.iterrows():
         dev = tables["devices"]
         dev = dev[dev["run_id"].astype(str) == str(r["run_id"])] if not dev.empty else dev
-        extra_cols = [c for c in dev.columns if c not in ("run_id", "host", "backend", "present", "reason", "device",
-                                                          "device_name")]
+        extra_cols = [
+            c
+            for c in dev.columns
+            if c not in ("run_id", "host", "backend", "present", "reason", "device", "device_name")
+        ]
         devices = []
         for _, d in dev.iterrows():
-            info = "; ".join(f"{c.replace('peaks', 'peak')}={_info_value(c, d[c])}" for c in extra_cols
-                             if d[c] == d[c] and str(d[c]) != "")
-            devices.append({"backend": d["backend"], "present": S.as_bool(d["present"]),
-                            "device": "" if d["device"] != d["device"] else d["device"],
-                            "device_name": "" if d["device_name"] != d["device_name"] else d["device_name"],
-                            "reason": "" if d["reason"] != d["reason"] else d["reason"], "info": info})
+            info = "; ".join(
+                f"{c.replace('peaks', 'peak')}={_info_value(c, d[c])}"
+                for c in extra_cols
+                if d[c] == d[c] and str(d[c]) != ""
+            )
+            devices.append(
+                {
+                    "backend": d["backend"],
+                    "present": S.as_bool(d["present"]),
+                    "device": "" if d["device"] != d["device"] else d["device"],
+                    "device_name": "" if d["device_name"] != d["device_name"] else d["device_name"],
+                    "reason": "" if d["reason"] != d["reason"] else d["reason"],
+                    "info": info,
+                }
+            )
         colors = [(s["label"], s["color"]) for _, s in series[series["run_id"] == str(r["run_id"])].iterrows()]
         env = json.loads(r["env_json"]) if isinstance(r.get("env_json"), str) else {}
         packages = json.loads(r["packages_json"]) if isinstance(r.get("packages_json"), str) else {}
-        details.append({"run_id": r["run_id"], "devices": devices, "colors": colors,
-                        "config": _config_text(r.get("config_json", "{}")), "config_hash": r.get("config_hash"),
-                        "env": {k: v for k, v in env.items() if v not in (None, "")},
-                        "packages": {k: v for k, v in packages.items() if v}})
+        details.append(
+            {
+                "run_id": r["run_id"],
+                "devices": devices,
+                "colors": colors,
+                "config": _config_text(r.get("config_json", "{}")),
+                "config_hash": r.get("config_hash"),
+                "env": {k: v for k, v in env.items() if v not in (None, "")},
+                "packages": {k: v for k, v in packages.items() if v},
+            }
+        )
     return {"runs": list(runs["run_id"].astype(str)), "rows": rows, "details": details}
 
 
@@ -229,13 +281,23 @@ def run_overview(tables, series, manifest) -> list[dict]:
             if r[key] == r[key] and str(r[key]) != "":
                 software.append(f"{name} {r[key]}")
         image = r["container_image"] if r["container_image"] == r["container_image"] else ""
-        devices = [{"label": s["device_label"], "color": s["color"]}
-                   for _, s in series[series["run_id"] == str(r["run_id"])].iterrows()]
-        out.append({"run_id": str(r["run_id"]), "host": r["host"], "software": ", ".join(software),
-                    "image": image.rsplit("/", 1)[-1] if image else "host (no container)",
-                    "timestamp": str(r["timestamp_utc"])[:16].replace("T", " ") if r["timestamp_utc"] == r[
-                        "timestamp_utc"] else "", "devices": devices,
-                    "complete": bool(complete.get(str(r["run_id"]), True))})
+        devices = [
+            {"label": s["device_label"], "color": s["color"]}
+            for _, s in series[series["run_id"] == str(r["run_id"])].iterrows()
+        ]
+        out.append(
+            {
+                "run_id": str(r["run_id"]),
+                "host": r["host"],
+                "software": ", ".join(software),
+                "image": image.rsplit("/", 1)[-1] if image else "host (no container)",
+                "timestamp": str(r["timestamp_utc"])[:16].replace("T", " ")
+                if r["timestamp_utc"] == r["timestamp_utc"]
+                else "",
+                "devices": devices,
+                "complete": bool(complete.get(str(r["run_id"]), True)),
+            }
+        )
     return out
 
 
@@ -243,10 +305,13 @@ def point_telemetry_cells(r) -> dict:
     """A point's (or trial's) telemetry for the tables: clock, power, efficiency, throttling."""
     throttled = S.as_bool(r.get("throttled"))
     reasons = r.get("throttle_reasons")
-    return {"clock": S.fmt_num(r.get("clock_mhz_median"), 4) if "clock_mhz_median" in r else "—",
-            "power": S.fmt_num(r.get("power_w_median")) if "power_w_median" in r else "—",
-            "gflop_per_j": S.fmt_num(r.get("gflop_per_j")) if "gflop_per_j" in r else "—",
-            "throttled": throttled, "throttle_reasons": reasons if isinstance(reasons, str) else ""}
+    return {
+        "clock": S.fmt_num(r.get("clock_mhz_median"), 4) if "clock_mhz_median" in r else "—",
+        "power": S.fmt_num(r.get("power_w_median")) if "power_w_median" in r else "—",
+        "gflop_per_j": S.fmt_num(r.get("gflop_per_j")) if "gflop_per_j" in r else "—",
+        "throttled": throttled,
+        "throttle_reasons": reasons if isinstance(reasons, str) else "",
+    }
 
 
 def telemetry_section(tables, series) -> dict:
@@ -265,43 +330,78 @@ def telemetry_section(tables, series) -> dict:
         key = (w["run_id"], w["device"])
         seen.add(key)
         label, color = labels.get(key, (f"{w['run_id']} · {w['device']}", None))
-        parts = [f"{w[f'{d.kind}_throttled']}/{w[f'{d.kind}_known']} {d.many}"
-                 for d in S.window_kinds().values() if w[f"{d.kind}_throttled"]]
+        parts = [
+            f"{w[f'{d.kind}_throttled']}/{w[f'{d.kind}_known']} {d.many}"
+            for d in S.window_kinds().values()
+            if w[f"{d.kind}_throttled"]
+        ]
         text = f"throttled in {', '.join(parts)} ({w['reasons'] or 'reason not given'})"
         ramp = ramps.get(key)
         if ramp is not None and ramp["ramp"]:
             text += f"; {ramp['ramp']}/{ramp['known']} points before the clock settled"
-        warnings.append({"label": label, "color": color, "run_id": w["run_id"], "device": w["device"],
-                         "level": "bad", "text": text})
+        warnings.append(
+            {"label": label, "color": color, "run_id": w["run_id"], "device": w["device"], "level": "bad", "text": text}
+        )
     for key, ramp in ramps.items():
         if key in seen or not ramp["ramp"]:
             continue
         label, color = labels.get(key, (f"{key[0]} · {key[1]}", None))
-        warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
-                         "text": f"{ramp['ramp']}/{ramp['known']} {ramp['what']} measured before the clock settled "
-                                 "(flag clock_ramp)"})
+        warnings.append(
+            {
+                "label": label,
+                "color": color,
+                "run_id": key[0],
+                "device": key[1],
+                "level": "meh",
+                "text": f"{ramp['ramp']}/{ramp['known']} {ramp['what']} measured before the clock settled "
+                "(flag clock_ramp)",
+            }
+        )
     for key, count in S.nominal_clock_counts(tables).items():
         label, color = labels.get(key, (f"{key[0]} · {key[1]}", None))
-        warnings.append({"label": label, "color": color, "run_id": key[0], "device": key[1], "level": "meh",
-                         "text": f"clock nominal: the clock reading cannot vary here ({count} row(s) with "
-                                 "clock_source=nominal: a VM's fixed /proc/cpuinfo 'cpu MHz', or a reading that never "
-                                 "changed), so whether the clock had settled is unknown (clock_ramp empty)"})
+        warnings.append(
+            {
+                "label": label,
+                "color": color,
+                "run_id": key[0],
+                "device": key[1],
+                "level": "meh",
+                "text": f"clock nominal: the clock reading cannot vary here ({count} row(s) with "
+                "clock_source=nominal: a VM's fixed /proc/cpuinfo 'cpu MHz', or a reading that never "
+                "changed), so whether the clock had settled is unknown (clock_ramp empty)",
+            }
+        )
     soak = []
     held = [S.soak_summary(tables.get(name)) for name, w in S.window_kinds().items() if w.soak]
     for _, r in (pd.concat(held, ignore_index=True) if held else S.soak_summary(None)).iterrows():
         label, color = labels.get((r["run_id"], r["device"]), (r["device"], None))
         drop = r["sustained_tflops"] / r["boost_tflops"] if r["boost_tflops"] else float("nan")
-        soak.append({"label": label, "color": color, "run_id": r["run_id"], "device": r["device"],
-                     "point": f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} n={r['n']}",
-                     "seconds": S.fmt_num(r["seconds"]), "boost": S.fmt_num(r["boost_tflops"]),
-                     "sustained": S.fmt_num(r["sustained_tflops"]), "ratio": S.fmt_unit(drop, "×"),
-                     "boost_clock": S.fmt_num(r["boost_clock_mhz"], 4),
-                     "sustained_clock": S.fmt_num(r["sustained_clock_mhz"], 4),
-                     "settled_at": S.fmt_unit(r["settled_at_s"], " s"), "temp": S.fmt_num(r["sustained_temp_c_max"]),
-                     "gflop_per_j": S.fmt_num(r["sustained_gflop_per_j"]),
-                     "throttled": r["throttled"], "reasons": r["reasons"]})
-    return {"notes": notes, "warnings": warnings, "soak": soak,
-            "any_missing": any(n["missing"] or n["note"] for n in notes)}
+        soak.append(
+            {
+                "label": label,
+                "color": color,
+                "run_id": r["run_id"],
+                "device": r["device"],
+                "point": f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} n={r['n']}",
+                "seconds": S.fmt_num(r["seconds"]),
+                "boost": S.fmt_num(r["boost_tflops"]),
+                "sustained": S.fmt_num(r["sustained_tflops"]),
+                "ratio": S.fmt_unit(drop, "×"),
+                "boost_clock": S.fmt_num(r["boost_clock_mhz"], 4),
+                "sustained_clock": S.fmt_num(r["sustained_clock_mhz"], 4),
+                "settled_at": S.fmt_unit(r["settled_at_s"], " s"),
+                "temp": S.fmt_num(r["sustained_temp_c_max"]),
+                "gflop_per_j": S.fmt_num(r["sustained_gflop_per_j"]),
+                "throttled": r["throttled"],
+                "reasons": r["reasons"],
+            }
+        )
+    return {
+        "notes": notes,
+        "warnings": warnings,
+        "soak": soak,
+        "any_missing": any(n["missing"] or n["note"] for n in notes),
+    }
 
 
 def roofline_tables(points: pd.DataFrame, series) -> dict:
@@ -313,15 +413,29 @@ def roofline_tables(points: pd.DataFrame, series) -> dict:
     counts = []
     for label, g in pts.groupby("label", sort=False):
         c = g["verdict"].value_counts()
-        counts.append({"label": label, "color": g["color"].iloc[0],
-                       "counts": [{"verdict": v, "count": int(c.get(v, 0))} for v in R.VERDICTS]})
+        counts.append(
+            {
+                "label": label,
+                "color": g["color"].iloc[0],
+                "counts": [{"verdict": v, "count": int(c.get(v, 0))} for v in R.VERDICTS],
+            }
+        )
 
     def row(r):
-        return {"label": r["label"], "color": r["color"], "kind": r["kind"], "point": r["point"],
-                "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "intensity": S.fmt_num(r["intensity"]),
-                "tflops": S.fmt_num(r["tflops"]), "roof": S.fmt_num(r["attainable_tflops"]),
-                "pct": S.fmt_unit(r["pct_of_roof"], "%"), "time": S.fmt_time(r["time_s"]),
-                "launches": int(r["launches"]), "verdict": r["verdict"]}
+        return {
+            "label": r["label"],
+            "color": r["color"],
+            "kind": r["kind"],
+            "point": r["point"],
+            "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]),
+            "intensity": S.fmt_num(r["intensity"]),
+            "tflops": S.fmt_num(r["tflops"]),
+            "roof": S.fmt_num(r["attainable_tflops"]),
+            "pct": S.fmt_unit(r["pct_of_roof"], "%"),
+            "time": S.fmt_time(r["time_s"]),
+            "launches": int(r["launches"]),
+            "verdict": r["verdict"],
+        }
 
     rows = [row(r) for _, r in pts.iterrows()]
     highlights = [row(r) for _, r in pts[pts["kind"] != "square"].iterrows()]
@@ -344,47 +458,86 @@ def comparison_context(points_path: str | Path | None, captions_dir: Path | None
         if r["match"] != "both":
             continue
         measured = r["speed_change_pct"] == r["speed_change_pct"]
-        rows.append({"label": cmp.labels[i], "verdict": r["verdict"], "table": r["table"],
-                     "change": _pct_text(r["speed_change_pct"]) if measured else "—",
-                     "ci": (f"[{_pct_text(r['speed_change_ci95_low_pct'])}, {_pct_text(r['speed_change_ci95_high_pct'])}]"
-                            if r["speed_change_ci95_low_pct"] == r["speed_change_ci95_low_pct"] else ""),
-                     "ratio": S.fmt_num(r["time_ratio"]) if measured else "—",
-                     "why": "; ".join(str(x) for x in (r["provenance_diff"], r["reason"])
-                                      if isinstance(x, str) and x),
-                     "dtype": _cell(r.get("dtype")), "n": _cell(r.get("n"))})
+        rows.append(
+            {
+                "label": cmp.labels[i],
+                "verdict": r["verdict"],
+                "table": r["table"],
+                "change": _pct_text(r["speed_change_pct"]) if measured else "—",
+                "ci": (
+                    f"[{_pct_text(r['speed_change_ci95_low_pct'])}, {_pct_text(r['speed_change_ci95_high_pct'])}]"
+                    if r["speed_change_ci95_low_pct"] == r["speed_change_ci95_low_pct"]
+                    else ""
+                ),
+                "ratio": S.fmt_num(r["time_ratio"]) if measured else "—",
+                "why": "; ".join(str(x) for x in (r["provenance_diff"], r["reason"]) if isinstance(x, str) and x),
+                "dtype": _cell(r.get("dtype")),
+                "n": _cell(r.get("n")),
+            }
+        )
     amp = []
     for _, a in cmp.amp.iterrows():
-        amp.append({"device": a["device"], "workload": a["workload"], "mode": a["mode"], "seeds": a["seeds"],
-                    "baseline": S.fmt_unit(a["baseline_speedup"], "×"),
-                    "baseline_ci": f"{S.fmt_num(a['baseline_speedup_ci95_low'])}–{S.fmt_num(a['baseline_speedup_ci95_high'])}",
-                    "candidate": S.fmt_unit(a["candidate_speedup"], "×"),
-                    "candidate_ci": f"{S.fmt_num(a['candidate_speedup_ci95_low'])}–{S.fmt_num(a['candidate_speedup_ci95_high'])}",
-                    "diff": "—" if a["speedup_diff"] != a["speedup_diff"] else f"{a['speedup_diff']:+.3g}×".replace("-", "−"),
-                    "ratio": S.fmt_unit(a["speedup_ratio"], "×"),
-                    "ratio_ci": f"{S.fmt_num(a['speedup_ratio_ci95_low'])}–{S.fmt_num(a['speedup_ratio_ci95_high'])}",
-                    "acc_change": "—" if a["acc_diff_change"] != a["acc_diff_change"] else
-                    f"{a['acc_diff_change'] * 100:+.2f} pp",
-                    "acc_ci": "" if a["acc_diff_change_ci95_low"] != a["acc_diff_change_ci95_low"] else
-                    f"{a['acc_diff_change_ci95_low'] * 100:+.2f} to {a['acc_diff_change_ci95_high'] * 100:+.2f} pp"})
+        amp.append(
+            {
+                "device": a["device"],
+                "workload": a["workload"],
+                "mode": a["mode"],
+                "seeds": a["seeds"],
+                "baseline": S.fmt_unit(a["baseline_speedup"], "×"),
+                "baseline_ci": f"{S.fmt_num(a['baseline_speedup_ci95_low'])}–{S.fmt_num(a['baseline_speedup_ci95_high'])}",
+                "candidate": S.fmt_unit(a["candidate_speedup"], "×"),
+                "candidate_ci": f"{S.fmt_num(a['candidate_speedup_ci95_low'])}–{S.fmt_num(a['candidate_speedup_ci95_high'])}",
+                "diff": "—"
+                if a["speedup_diff"] != a["speedup_diff"]
+                else f"{a['speedup_diff']:+.3g}×".replace("-", "−"),
+                "ratio": S.fmt_unit(a["speedup_ratio"], "×"),
+                "ratio_ci": f"{S.fmt_num(a['speedup_ratio_ci95_low'])}–{S.fmt_num(a['speedup_ratio_ci95_high'])}",
+                "acc_change": "—"
+                if a["acc_diff_change"] != a["acc_diff_change"]
+                else f"{a['acc_diff_change'] * 100:+.2f} pp",
+                "acc_ci": ""
+                if a["acc_diff_change_ci95_low"] != a["acc_diff_change_ci95_low"]
+                else f"{a['acc_diff_change_ci95_low'] * 100:+.2f} to {a['acc_diff_change_ci95_high'] * 100:+.2f} pp",
+            }
+        )
     counts = cmp.counts
-    return {"baseline": cmp.baseline, "candidate": cmp.candidate, "headline": C.headline(cmp), "counts": counts,
-            "min_effect_pct": f"{100 * cmp.min_effect:g}", "points": rows, "amp": amp,
-            "provenance": _records(cmp.provenance),
-            "only_baseline": [cmp.labels[i] for i in pts.index[pts["match"] == "baseline_only"]],
-            "only_candidate": [cmp.labels[i] for i in pts.index[pts["match"] == "candidate_only"]],
-            "figure": {"uri": image_data_uri(Path(f"{stem}.png")), "name": "comparison",
-                       **caption(captions_dir, "comparison")},
-            "csv": str(points_path)}
+    return {
+        "baseline": cmp.baseline,
+        "candidate": cmp.candidate,
+        "headline": C.headline(cmp),
+        "counts": counts,
+        "min_effect_pct": f"{100 * cmp.min_effect:g}",
+        "points": rows,
+        "amp": amp,
+        "provenance": _records(cmp.provenance),
+        "only_baseline": [cmp.labels[i] for i in pts.index[pts["match"] == "baseline_only"]],
+        "only_candidate": [cmp.labels[i] for i in pts.index[pts["match"] == "candidate_only"]],
+        "figure": {
+            "uri": image_data_uri(Path(f"{stem}.png")),
+            "name": "comparison",
+            **caption(captions_dir, "comparison"),
+        },
+        "csv": str(points_path),
+    }
 
 
-def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | None = None,
-                  comparison: str | Path | None = None) -> dict:
+def build_context(
+    aggregate_dir: Path, plots_dir: Path, captions_dir: Path | None = None, comparison: str | Path | None = None
+) -> dict:
     captions_dir = captions_dir if captions_dir is not None else default_captions_dir()
     aggregate_dir, plots_dir = Path(aggregate_dir), Path(plots_dir)
     manifest_path = aggregate_dir / registry.MANIFEST
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
-        "complete": False, "problems": [{"file": str(manifest_path), "message": "missing: run accelbench aggregate"}],
-        "warnings": [], "runs": [], "files_read": []}
+    manifest = (
+        json.loads(manifest_path.read_text())
+        if manifest_path.exists()
+        else {
+            "complete": False,
+            "problems": [{"file": str(manifest_path), "message": "missing: run accelbench aggregate"}],
+            "warnings": [],
+            "runs": [],
+            "files_read": [],
+        }
+    )
     tables = {name: _read_csv(aggregate_dir / f"{name}.csv") for name in registry.TABLES}
     if not tables["devices"].empty:  # device facts as written ("9.0" is a compute capability, not a float)
         tables["devices"] = pd.read_csv(aggregate_dir / "devices.csv", dtype=str)
@@ -410,8 +563,10 @@ def build_context(aggregate_dir: Path, plots_dir: Path, captions_dir: Path | Non
         "run_overview": run_overview(tables, series, manifest),
         "figures": figures,
         "status_info": [{"status": s, "fg": fg, "bg": bg, "text": t} for s, (fg, bg, t) in S.STATUS_INFO.items()],
-        "status_colors": {**{s: {"fg": fg, "bg": bg} for s, (fg, bg, _) in S.STATUS_INFO.items()},
-                          "incomplete": {"fg": "#8a2c00", "bg": "#fff4e5"}},
+        "status_colors": {
+            **{s: {"fg": fg, "bg": bg} for s, (fg, bg, _) in S.STATUS_INFO.items()},
+            "incomplete": {"fg": "#8a2c00", "bg": "#fff4e5"},
+        },
         "roofline_points": R.roofline_points(tables),
         "launch_factor": R.LAUNCH_FACTOR,
         "files_read": manifest.get("files_read", []),
@@ -452,27 +607,46 @@ def template_loader() -> ChoiceLoader:
 
 
 def render(context: dict) -> str:
-    env = Environment(loader=template_loader(), autoescape=select_autoescape(["j2", "html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=template_loader(),
+        autoescape=select_autoescape(["j2", "html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     return env.get_template("report.html.j2").render(**context)
 
 
 def write_report(aggregate_dir, plots_dir, out, captions_dir=None, comparison=None) -> Path:
-    html = render(build_context(Path(aggregate_dir), Path(plots_dir), Path(captions_dir) if captions_dir else None,
-                                comparison=comparison or None))
+    html = render(
+        build_context(
+            Path(aggregate_dir),
+            Path(plots_dir),
+            Path(captions_dir) if captions_dir else None,
+            comparison=comparison or None,
+        )
+    )
     atomic_write_text(out, html)
     return Path(out)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--aggregate-dir", required=True, help="folder with the tables and manifest.json (accelbench aggregate)")
+    p.add_argument(
+        "--aggregate-dir", required=True, help="folder with the tables and manifest.json (accelbench aggregate)"
+    )
     p.add_argument("--plots-dir", required=True, help="folder with the PNG figures (accelbench plots)")
     p.add_argument("--out", required=True, help="the HTML file to write")
-    p.add_argument("--captions-dir", default=None,
-                   help="the figure captions (default: workflow/report here, else in this package's checkout)")
-    p.add_argument("--comparison", default="",
-                   help="results/compare/<baseline>__<candidate>.csv (accelbench compare): adds the "
-                        "'Compared with <baseline>' section; empty: none")
+    p.add_argument(
+        "--captions-dir",
+        default=None,
+        help="the figure captions (default: workflow/report here, else in this package's checkout)",
+    )
+    p.add_argument(
+        "--comparison",
+        default="",
+        help="results/compare/<baseline>__<candidate>.csv (accelbench compare): adds the "
+        "'Compared with <baseline>' section; empty: none",
+    )
 
 
 def cli(args) -> int:

@@ -53,15 +53,26 @@ from . import tables as S
 
 FIGURES = list(registry.FIGURES)
 TABLE_NAMES = list(registry.TABLES)
-FLAG_MARKERS = {"unstable": ("D", "unstable"), "invalid": ("X", "invalid (> peak)"),
-                "wrong_result": ("P", "wrong result")}
+FLAG_MARKERS = {
+    "unstable": ("D", "unstable"),
+    "invalid": ("X", "invalid (> peak)"),
+    "wrong_result": ("P", "wrong result"),
+}
 DPI = 110
 
 
 def _setup():
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind", font_scale=0.9)
-    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "accelbench", "figure.dpi": DPI,
-                         "axes.titleweight": "bold", "axes.titlesize": 11, "legend.frameon": False})
+    plt.rcParams.update(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": "accelbench",
+            "figure.dpi": DPI,
+            "axes.titleweight": "bold",
+            "axes.titlesize": 11,
+            "legend.frameon": False,
+        }
+    )
     return plt, sns
 
 
@@ -80,7 +91,7 @@ def _size_label(n: float) -> str:
 
 def _bytes_label(b: float) -> str:
     b = float(b)
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if b >= scale:
             v = b / scale
             return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
@@ -117,16 +128,16 @@ def _message(plt, title: str, text: str):
     fig, ax = plt.subplots(figsize=(8, 2.6))
     ax.axis("off")
     ax.set_title(title, loc="left")
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="#444444", wrap=True,
-            transform=ax.transAxes)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="#444444", wrap=True, transform=ax.transAxes)
     return fig
 
 
 def _grid(plt, n_panels: int, ncols: int = 3, panel_w: float = 4.2, panel_h: float = 3.3, sharey=False):
     ncols = max(1, min(ncols, n_panels))
     nrows = (n_panels + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_w * ncols, panel_h * nrows + 0.9), squeeze=False,
-                             sharey=sharey)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(panel_w * ncols, panel_h * nrows + 0.9), squeeze=False, sharey=sharey
+    )
     flat = list(axes.flat)
     for ax in flat[n_panels:]:
         ax.set_visible(False)
@@ -151,8 +162,10 @@ def _series_handles(plt, labels_colors):
 
 def _flag_handles(statuses):
     present = [s for s in FLAG_MARKERS if s in set(statuses)]
-    return ([Line2D([0], [0], ls="", marker=FLAG_MARKERS[s][0], mfc="none", mec="black", ms=8) for s in present],
-            [f"flagged: {FLAG_MARKERS[s][1]}" for s in present])
+    return (
+        [Line2D([0], [0], ls="", marker=FLAG_MARKERS[s][0], mfc="none", mec="black", ms=8) for s in present],
+        [f"flagged: {FLAG_MARKERS[s][1]}" for s in present],
+    )
 
 
 # ---- scaling (stages/scaling.py) ------------------------------------------------------------------------------
@@ -190,12 +203,19 @@ def fig_telemetry(plt, sns, tables, series):
     title = "What the device was doing: clock, power and temperature over the run"
     data = telemetry_series(tables)
     if data.empty:
-        return _message(plt, title, "No telemetry was recorded: telemetry.hz is 0, no device had a sensor, or the\n"
-                                    "runs predate telemetry (see the Telemetry section).")
+        return _message(
+            plt,
+            title,
+            "No telemetry was recorded: telemetry.hz is 0, no device had a sensor, or the\n"
+            "runs predate telemetry (see the Telemetry section).",
+        )
     windows = S.telemetry_windows(tables)
     style = {w.kind: (w.color, w.one) for w in S.window_kinds().values()}  # the stages' Windows declarations
-    keys = [(r["run_id"], r["device"], r["label"], r["color"]) for _, r in series.iterrows()
-            if ((data["run_id"] == r["run_id"]) & (data["device"] == r["device"])).any()]
+    keys = [
+        (r["run_id"], r["device"], r["label"], r["color"])
+        for _, r in series.iterrows()
+        if ((data["run_id"] == r["run_id"]) & (data["device"] == r["device"])).any()
+    ]
     nrows = 3 * len(keys)
     fig, axes = plt.subplots(nrows, 1, figsize=(12.5, 1.35 * nrows + 1.2), squeeze=False, sharex=False)
     for k, (run_id, device, label, color) in enumerate(keys):
@@ -210,11 +230,24 @@ def fig_telemetry(plt, sns, tables, series):
             for _, win in w.iterrows():
                 lo, hi = win["start_unix_s"] - t0, win["end_unix_s"] - t0
                 red = S.as_bool(win["throttled"]) is True
-                ax.axvspan(lo, hi, facecolor="#c44e52" if red else style[win["kind"]][0],
-                           alpha=0.35 if red else 0.12, edgecolor="white", lw=0.8)  # white edge: where points meet
+                ax.axvspan(
+                    lo,
+                    hi,
+                    facecolor="#c44e52" if red else style[win["kind"]][0],
+                    alpha=0.35 if red else 0.12,
+                    edgecolor="white",
+                    lw=0.8,
+                )  # white edge: where points meet
                 if j == 0 and S.as_bool(win["clock_ramp"]) is True:
-                    ax.plot([(lo + hi) / 2], [1.0], marker="v", color="#dd8452", ms=6, transform=ax.get_xaxis_transform(),
-                            clip_on=False)
+                    ax.plot(
+                        [(lo + hi) / 2],
+                        [1.0],
+                        marker="v",
+                        color="#dd8452",
+                        ms=6,
+                        transform=ax.get_xaxis_transform(),
+                        clip_on=False,
+                    )
             if np.isfinite(y).any():
                 tt, yy = _with_gaps(t, y, max(0.2, 3 * step))
                 ax.plot(tt, yy, color=color, lw=1.3)
@@ -222,8 +255,16 @@ def fig_telemetry(plt, sns, tables, series):
                 pad = max((hi_y - lo_y) * 0.15, abs(hi_y) * 0.02, 1.0)
                 ax.set_ylim(lo_y - pad, hi_y + pad)
             else:
-                ax.text(0.5, 0.5, f"no {ylabel.split(' (')[0]} reading on this device (why: Telemetry section)",
-                        ha="center", va="center", transform=ax.transAxes, fontsize=9, color="#666666")
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"no {ylabel.split(' (')[0]} reading on this device (why: Telemetry section)",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                    fontsize=9,
+                    color="#666666",
+                )
                 ax.set_yticks([])
             ax.set_xlim(0, max(float(t.max()), 1e-3))
             ax.set_ylabel(ylabel, fontsize=8)
@@ -235,7 +276,9 @@ def fig_telemetry(plt, sns, tables, series):
             else:
                 ax.set_xlabel("seconds since the device's first reading in the run", fontsize=8)
     handles = [Patch(color=c, alpha=0.3) for c, _ in style.values()] + [
-        Patch(color="#c44e52", alpha=0.5), Line2D([0], [0], ls="", marker="v", color="#dd8452")]
+        Patch(color="#c44e52", alpha=0.5),
+        Line2D([0], [0], ls="", marker="v", color="#dd8452"),
+    ]
     labels = [lab for _, lab in style.values()] + ["throttled", "clock not settled (clock_ramp)"]
     _legend_below(fig, handles, labels, ncol=5)
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
@@ -243,11 +286,11 @@ def fig_telemetry(plt, sns, tables, series):
     return fig
 
 
-
-
 def fig_roofline(plt, sns, tables, series):
-    title = ("Roofline: TFLOP/s against arithmetic intensity\n"
-             "memory roof = measured bandwidth (membw), compute roofs = peaks")
+    title = (
+        "Roofline: TFLOP/s against arithmetic intensity\n"
+        "memory roof = measured bandwidth (membw), compute roofs = peaks"
+    )
     pts = R.roofline_points(tables)
     markers = R.markers()  # each kind's marker and legend label, from the stages' Table.roofline declarations
     if pts.empty:
@@ -273,19 +316,33 @@ def fig_roofline(plt, sns, tables, series):
             if top == top:
                 ys = np.minimum(ys, top)
             ax.plot(xs, ys, color="#333333", lw=1.6)
-            ax.text(lo, lo * bw / 1e3, f" memory roof {S.fmt_num(bw)} GB/s", fontsize=7.5, color="#333333",
-                    va="bottom")
+            ax.text(lo, lo * bw / 1e3, f" memory roof {S.fmt_num(bw)} GB/s", fontsize=7.5, color="#333333", va="bottom")
         for _, r in roofs.iterrows():
             peak = float(r["compute_roof_tflops"])
             start = peak * 1e3 / bw if bw == bw else lo
             ax.plot([start, hi], [peak, peak], color=pal[r["dtype"]], lw=1.3, ls="--")
             roof = "peak" if r["roof_source"] == "peak" else "best"
-            ax.text(hi, peak, f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} {roof} ",
-                    fontsize=7.5, color=pal[r["dtype"]], ha="right", va="bottom")
+            ax.text(
+                hi,
+                peak,
+                f"{S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} {roof} ",
+                fontsize=7.5,
+                color=pal[r["dtype"]],
+                ha="right",
+                va="bottom",
+            )
         for (kind, dtype, launch), g in d.groupby(["kind", "dtype", d["verdict"] == "launch_bound"], sort=False):
             marker = markers.get(kind, ("o", kind))[0]
-            ax.scatter(g["intensity"], g["tflops"], marker=marker, s=90 if kind == "search" else 36,
-                       facecolors="none" if launch else pal[dtype], edgecolors=pal[dtype], linewidths=1.3, zorder=4)
+            ax.scatter(
+                g["intensity"],
+                g["tflops"],
+                marker=marker,
+                s=90 if kind == "search" else 36,
+                facecolors="none" if launch else pal[dtype],
+                edgecolors=pal[dtype],
+                linewidths=1.3,
+                zorder=4,
+            )
         ax.set_xscale("log")
         ax.set_xlim(lo, hi)
         _plain_log_y(ax)
@@ -337,15 +394,21 @@ def fig_comparison(plt, sns, points: pd.DataFrame, baseline: str, candidate: str
         else:
             sweep_panels.append((name, sweep, None, rows))
     panels = len(sweep_panels) + (1 if len(other) else 0)
-    fig, axes = _grid(plt, panels, ncols=min(3, panels), panel_w=4.6, panel_h=3.4 if not len(other) else
-                      max(3.4, 0.28 * len(other) + 1.2))
+    fig, axes = _grid(
+        plt,
+        panels,
+        ncols=min(3, panels),
+        panel_w=4.6,
+        panel_h=3.4 if not len(other) else max(3.4, 0.28 * len(other) + 1.2),
+    )
     devices = list(dict.fromkeys(pts["device"].astype(str)))
     marker = {d: DEVICE_MARKERS[i % len(DEVICE_MARKERS)] for i, d in enumerate(devices)}
 
     def draw(ax, x, row, horizontal=False):
         # on the axis: speed ratio 1 + change (log scale, so -50% and +100% lie equally far from 0)
-        y, lo, hi = (1 + row[c] / 100 for c in ("speed_change_pct", "speed_change_ci95_low_pct",
-                                                  "speed_change_ci95_high_pct"))
+        y, lo, hi = (
+            1 + row[c] / 100 for c in ("speed_change_pct", "speed_change_ci95_low_pct", "speed_change_ci95_high_pct")
+        )
         err = [[max(0.0, y - lo)] if lo == lo else [0.0], [max(0.0, hi - y)] if hi == hi else [0.0]]
         color = VERDICT_COLORS.get(row["verdict"], "#333333")
         kw = {"fmt": marker[str(row["device"])], "color": color, "ms": 6, "capsize": 3, "lw": 1.6}
@@ -400,15 +463,22 @@ CHANGE_TICKS_PCT = (-99, -90, -75, -50, -25, -10, -5, -2, 0, 2, 5, 10, 25, 50, 1
 
 def _change_axis(ax, which: str, rows: pd.DataFrame):
     """A log axis of the speed ratio labelled as speed change in %, ticks at round changes within the data."""
-    values = 1 + pd.concat([rows[c] for c in ("speed_change_pct", "speed_change_ci95_low_pct",
-                                               "speed_change_ci95_high_pct")]).dropna().to_numpy(float) / 100
+    values = (
+        1
+        + pd.concat([rows[c] for c in ("speed_change_pct", "speed_change_ci95_low_pct", "speed_change_ci95_high_pct")])
+        .dropna()
+        .to_numpy(float)
+        / 100
+    )
     values = values[values > 0]
     lo, hi = (min(values.min(), 0.9), max(values.max(), 1.1)) if len(values) else (0.9, 1.1)
     lo, hi = lo / 1.08, hi * 1.08
     gap = math.log(hi / lo) / 7  # at most about 7 labels: each at least this far (in log space) from the last
     ticks = [1.0]
-    for side in (sorted(1 + t / 100 for t in CHANGE_TICKS_PCT if 1 < 1 + t / 100 <= hi),
-                 sorted((1 + t / 100 for t in CHANGE_TICKS_PCT if lo <= 1 + t / 100 < 1), reverse=True)):
+    for side in (
+        sorted(1 + t / 100 for t in CHANGE_TICKS_PCT if 1 < 1 + t / 100 <= hi),
+        sorted((1 + t / 100 for t in CHANGE_TICKS_PCT if lo <= 1 + t / 100 < 1), reverse=True),
+    ):
         last = 1.0
         for t in side:
             if abs(math.log(t / last)) >= gap:
@@ -424,8 +494,9 @@ def _change_axis(ax, which: str, rows: pd.DataFrame):
     axis.set_minor_locator(NullLocator())
 
 
-def write_comparison_figure(points: pd.DataFrame, baseline: str, candidate: str, min_effect: float,
-                            png: str | Path, svg: str | Path) -> list[Path]:
+def write_comparison_figure(
+    points: pd.DataFrame, baseline: str, candidate: str, min_effect: float, png: str | Path, svg: str | Path
+) -> list[Path]:
     """``fig_comparison`` as PNG and SVG, each written to a temporary name and renamed into place."""
     plt, sns = _setup()
     fig = fig_comparison(plt, sns, points, baseline, candidate, min_effect)

@@ -30,8 +30,14 @@ from ..columns import TRUSTED
 LAUNCH_FACTOR = 2.0  # within 2x of the launch floor: at least about half of the call is fixed overhead
 VERDICTS = ("compute_bound", "memory_bound", "launch_bound", "unknown")
 # (operand, result) bytes per element of a product in each dtype
-ELEMENT_BYTES = {"float32": (4, 4), "tf32": (4, 4), "bfloat16": (2, 2), "float16": (2, 2),
-                 "float8_e4m3fn": (1, 2), "float64": (8, 8)}
+ELEMENT_BYTES = {
+    "float32": (4, 4),
+    "tf32": (4, 4),
+    "bfloat16": (2, 2),
+    "float16": (2, 2),
+    "float8_e4m3fn": (1, 2),
+    "float64": (8, 8),
+}
 
 
 def _num(x) -> float:
@@ -47,6 +53,7 @@ def _finite(x) -> bool:
 
 
 # ---- one product ------------------------------------------------------------------------------
+
 
 def gemm_bytes(m: float, n: float, k: float, dtype: str) -> float:
     """Bytes of A (m x k), B (k x n) and C (m x n), each moved once."""
@@ -74,8 +81,15 @@ def ridge(bandwidth_gbps: float, peak_tflops: float) -> float:
     return peak_tflops * 1e3 / bandwidth_gbps
 
 
-def classify(time_s: float, intensity_fpb: float, bandwidth_gbps: float, peak_tflops: float, launch_s: float,
-             launches: int = 1, launch_factor: float = LAUNCH_FACTOR) -> str:
+def classify(
+    time_s: float,
+    intensity_fpb: float,
+    bandwidth_gbps: float,
+    peak_tflops: float,
+    launch_s: float,
+    launches: int = 1,
+    launch_factor: float = LAUNCH_FACTOR,
+) -> str:
     """``launch_bound`` / ``memory_bound`` / ``compute_bound`` / ``unknown`` for one point (see the module)."""
     if _finite(time_s) and _finite(launch_s) and launch_s > 0 and time_s <= launch_factor * max(1, launches) * launch_s:
         return "launch_bound"
@@ -86,6 +100,7 @@ def classify(time_s: float, intensity_fpb: float, bandwidth_gbps: float, peak_tf
 
 
 # ---- a layer's products (the plug-ins' step estimates use them) -------------------------------------
+
 
 @dataclass(frozen=True)
 class Gemm:
@@ -108,14 +123,14 @@ class Gemm:
 def linear_gemms(name: str, rows: int, d_in: int, d_out: int, needs_input_grad: bool) -> list[Gemm]:
     """A Linear layer on ``rows`` inputs: forward, then the input gradient (unless its input needs none) and
     the weight gradient."""
-    out = [Gemm(f"{name}", rows, d_out, d_in),
-           Gemm(f"{name}.grad_w", d_out, d_in, rows)]
+    out = [Gemm(f"{name}", rows, d_out, d_in), Gemm(f"{name}.grad_w", d_out, d_in, rows)]
     if needs_input_grad:
         out.insert(1, Gemm(f"{name}.grad_x", rows, d_in, d_out))
     return out
 
 
 # ---- the roofs of each device ---------------------------------------------------------------------
+
 
 def roofline_tables() -> dict:
     """Every table that takes part in the roofline -> its ``Roofline`` declaration (registry order)."""
@@ -134,8 +149,13 @@ def _compute_roofs(tables: dict) -> dict:
     frames = [f for f in frames if f is not None and not f.empty and "dtype" in f.columns]
     if not frames:
         return roofs
-    df = pd.concat([f[[c for c in ("run_id", "device", "dtype", "peak_tflops", "tflops", "status") if c in f.columns]]
-                    for f in frames], ignore_index=True)
+    df = pd.concat(
+        [
+            f[[c for c in ("run_id", "device", "dtype", "peak_tflops", "tflops", "status") if c in f.columns]]
+            for f in frames
+        ],
+        ignore_index=True,
+    )
     for key, g in df.groupby(["run_id", "device", "dtype"], sort=False):
         peaks = pd.to_numeric(g["peak_tflops"], errors="coerce").dropna()
         if len(peaks):
@@ -147,9 +167,32 @@ def _compute_roofs(tables: dict) -> dict:
     return roofs
 
 
-POINT_COLUMNS = ["run_id", "backend", "device", "device_name", "kind", "point", "dtype", "m", "n", "k", "flops",
-                 "bytes", "intensity", "time_s", "tflops", "compute_roof_tflops", "roof_source", "bandwidth_gbps",
-                 "bandwidth_source", "attainable_tflops", "pct_of_roof", "launch_s", "launches", "verdict"]
+POINT_COLUMNS = [
+    "run_id",
+    "backend",
+    "device",
+    "device_name",
+    "kind",
+    "point",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "flops",
+    "bytes",
+    "intensity",
+    "time_s",
+    "tflops",
+    "compute_roof_tflops",
+    "roof_source",
+    "bandwidth_gbps",
+    "bandwidth_source",
+    "attainable_tflops",
+    "pct_of_roof",
+    "launch_s",
+    "launches",
+    "verdict",
+]
 
 
 def _point(p: dict, roofs: dict, devs: dict) -> dict:
@@ -161,13 +204,32 @@ def _point(p: dict, roofs: dict, devs: dict) -> dict:
     i = intensity(flops, nbytes)
     tflops = flops / time_s / 1e12 if _finite(time_s) and time_s > 0 else math.nan
     roof = attainable_tflops(i, bw, compute)
-    return {"run_id": r["run_id"], "backend": r.get("backend", ""), "device": r["device"],
-            "device_name": r.get("device_name", ""), "kind": kind, "point": point, "dtype": dtype, "m": m, "n": n,
-            "k": k, "flops": flops, "bytes": nbytes, "intensity": i, "time_s": time_s, "tflops": tflops,
-            "compute_roof_tflops": compute, "roof_source": source, "bandwidth_gbps": bw,
-            "bandwidth_source": dev.get("bandwidth_source", ""), "attainable_tflops": roof,
-            "pct_of_roof": 100 * tflops / roof if _finite(roof) and roof > 0 else math.nan, "launch_s": launch,
-            "launches": launches, "verdict": classify(time_s, i, bw, compute, launch, launches)}
+    return {
+        "run_id": r["run_id"],
+        "backend": r.get("backend", ""),
+        "device": r["device"],
+        "device_name": r.get("device_name", ""),
+        "kind": kind,
+        "point": point,
+        "dtype": dtype,
+        "m": m,
+        "n": n,
+        "k": k,
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": i,
+        "time_s": time_s,
+        "tflops": tflops,
+        "compute_roof_tflops": compute,
+        "roof_source": source,
+        "bandwidth_gbps": bw,
+        "bandwidth_source": dev.get("bandwidth_source", ""),
+        "attainable_tflops": roof,
+        "pct_of_roof": 100 * tflops / roof if _finite(roof) and roof > 0 else math.nan,
+        "launch_s": launch,
+        "launches": launches,
+        "verdict": classify(time_s, i, bw, compute, launch, launches),
+    }
 
 
 def device_roofs(tables: dict) -> pd.DataFrame:

@@ -26,8 +26,14 @@ from .. import backends, columns, registry
 
 BACKEND_ORDER = list(backends.NAMES)
 DTYPE_ORDER = ["float64", "float32", "tf32", "bfloat16", "float16", "float8_e4m3fn"]
-DTYPE_LABEL = {"float64": "FP64", "float32": "FP32", "tf32": "TF32", "bfloat16": "BF16", "float16": "FP16",
-               "float8_e4m3fn": "FP8 (e4m3)"}
+DTYPE_LABEL = {
+    "float64": "FP64",
+    "float32": "FP32",
+    "tf32": "TF32",
+    "bfloat16": "BF16",
+    "float16": "FP16",
+    "float8_e4m3fn": "FP8 (e4m3)",
+}
 
 # statuses with a timing (the number exists) and those whose number can be trusted
 MEASURED, TRUSTED = columns.MEASURED, columns.TRUSTED  # the status groups (accelbench.columns)
@@ -36,11 +42,21 @@ MEASURED, TRUSTED = columns.MEASURED, columns.TRUSTED  # the status groups (acce
 # and always shown together with the status word
 STATUS_INFO = {
     "ok": ("#1a5e20", "#e3f1e4", "measured; every check passed"),
-    "unstable": ("#7a4a00", "#fdf0d5", "measured, but the IQR/median of the repeats is above matmul.unstable_iqr_ratio"),
-    "invalid": ("#8c1111", "#fbe1e1",
-                "above 100% of the device's peak: a missing synchronization or a wrong peak; not trusted"),
-    "wrong_result": ("#5b1f73", "#efe2f5",
-                     "the result differs from a float64 reference by more than rel_error_max for the dtype"),
+    "unstable": (
+        "#7a4a00",
+        "#fdf0d5",
+        "measured, but the IQR/median of the repeats is above matmul.unstable_iqr_ratio",
+    ),
+    "invalid": (
+        "#8c1111",
+        "#fbe1e1",
+        "above 100% of the device's peak: a missing synchronization or a wrong peak; not trusted",
+    ),
+    "wrong_result": (
+        "#5b1f73",
+        "#efe2f5",
+        "the result differs from a float64 reference by more than rel_error_max for the dtype",
+    ),
     "skipped_budget": ("#3d3d3d", "#e9e9e9", "not measured: its predicted time exceeded matmul.point_budget_s"),
     "oom": ("#8a3b00", "#fde3cf", "not measured: the device ran out of memory"),
     "unsupported": ("#4a4a4a", "#f1f1f1", "not measured: this device or build does not support the dtype/operation"),
@@ -48,8 +64,18 @@ STATUS_INFO = {
     "absent": ("#555555", "#f4f4f4", "the backend has no device on this machine"),
 }
 
-_NAME_NOISE = [r"\bNVIDIA\b", r"\bAMD\b", r"\bIntel\(R\)", r"\(R\)", r"\(TM\)", r"\bCPU\b", r"with Radeon Graphics",
-               r"\d+-Core Processor", r"\bProcessor\b", r"@ [\d.]+GHz"]
+_NAME_NOISE = [
+    r"\bNVIDIA\b",
+    r"\bAMD\b",
+    r"\bIntel\(R\)",
+    r"\(R\)",
+    r"\(TM\)",
+    r"\bCPU\b",
+    r"with Radeon Graphics",
+    r"\d+-Core Processor",
+    r"\bProcessor\b",
+    r"@ [\d.]+GHz",
+]
 
 
 def short_device_name(name) -> str:
@@ -108,8 +134,9 @@ def with_series(df: pd.DataFrame, series_df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     out["run_id"] = out["run_id"].astype(str)
     out["device"] = out["device"].astype(str)
-    return out.merge(series_df[["run_id", "device", "device_label", "label", "color"]], on=["run_id", "device"],
-                     how="left")
+    return out.merge(
+        series_df[["run_id", "device", "device_label", "label", "color"]], on=["run_id", "device"], how="left"
+    )
 
 
 def dtype_sorted(values) -> list[str]:
@@ -151,7 +178,18 @@ def measured(matmul: pd.DataFrame, trusted_only: bool = False) -> pd.DataFrame:
 def best_tflops(matmul: pd.DataFrame) -> pd.DataFrame:
     """Per (run_id, device, dtype) the trustworthy square point with the highest TFLOP/s: its n, tflops,
     pct_of_peak, peak_tflops and status (``unstable`` when the best one was)."""
-    cols = ["run_id", "backend", "device", "device_name", "dtype", "n", "tflops", "pct_of_peak", "peak_tflops", "status"]
+    cols = [
+        "run_id",
+        "backend",
+        "device",
+        "device_name",
+        "dtype",
+        "n",
+        "tflops",
+        "pct_of_peak",
+        "peak_tflops",
+        "status",
+    ]
     df = measured(square_points(matmul), trusted_only=True)
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -163,8 +201,18 @@ def best_tflops(matmul: pd.DataFrame) -> pd.DataFrame:
 def cpu_speedup(matmul: pd.DataFrame) -> pd.DataFrame:
     """Accelerator speedup over the CPU of the same run: CPU median time / accelerator median time at
     the same dtype and n (both measured and trustworthy). One row per (run, accelerator device, dtype, n)."""
-    cols = ["run_id", "backend", "device", "device_name", "baseline_device", "dtype", "n", "cpu_median_s",
-            "accel_median_s", "speedup"]
+    cols = [
+        "run_id",
+        "backend",
+        "device",
+        "device_name",
+        "baseline_device",
+        "dtype",
+        "n",
+        "cpu_median_s",
+        "accel_median_s",
+        "speedup",
+    ]
     df = measured(square_points(matmul), trusted_only=True)
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -179,9 +227,29 @@ def cpu_speedup(matmul: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["run_id", "device", "dtype", "n"]).reset_index(drop=True)
 
 
-SEARCH_COLUMNS = ["run_id", "backend", "device", "device_name", "dtype", "m", "n", "k", "tflops", "tflops_ci95_low",
-                  "tflops_ci95_high", "ci_method", "pct_of_peak", "status", "phase", "evaluated_shapes", "grid_points", "search_s",
-                  "budget_s", "stop_reason", "evaluations"]
+SEARCH_COLUMNS = [
+    "run_id",
+    "backend",
+    "device",
+    "device_name",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "tflops",
+    "tflops_ci95_low",
+    "tflops_ci95_high",
+    "ci_method",
+    "pct_of_peak",
+    "status",
+    "phase",
+    "evaluated_shapes",
+    "grid_points",
+    "search_s",
+    "budget_s",
+    "stop_reason",
+    "evaluations",
+]
 
 
 def best_search(search: pd.DataFrame) -> pd.DataFrame:
@@ -269,8 +337,15 @@ def fmt_unit(x, unit: str, digits: int = 3) -> str:
 
 # ---- telemetry: what each device was doing while it was measured (measure.telemetry) ---------------------
 
-SENSOR_LABEL = {"clock": "clock", "mem_clock": "memory clock", "power": "power", "energy": "energy",
-                "temperature": "temperature", "utilization": "utilization", "throttle": "throttle reasons"}
+SENSOR_LABEL = {
+    "clock": "clock",
+    "mem_clock": "memory clock",
+    "power": "power",
+    "energy": "energy",
+    "temperature": "temperature",
+    "utilization": "utilization",
+    "throttle": "throttle reasons",
+}
 
 
 def _num(df: pd.DataFrame, col: str) -> pd.Series:
@@ -284,12 +359,14 @@ def window_kinds() -> dict:
 
 def _what(template: str, row: dict) -> str:
     """A window's label: ``template`` formatted with the row's values (whole numbers without a decimal point)."""
+
     def plain(v):
         try:
             f = float(v)
         except (TypeError, ValueError):
             return "" if v is None else str(v)
         return "" if f != f else (str(int(f)) if f.is_integer() else str(v))
+
     return template.format(**{k: plain(v) for k, v in row.items()})
 
 
@@ -298,8 +375,17 @@ def telemetry_windows(tables: dict) -> pd.DataFrame:
     the soak intervals, the AMP trials), with run_id, device, what it was (``what``), start/end on the wall
     clock, throttled, throttle_reasons and clock_ramp. Rows without a window (telemetry off, files from before
     it) are left out."""
-    cols = ["run_id", "device", "kind", "what", "start_unix_s", "end_unix_s", "throttled", "throttle_reasons",
-            "clock_ramp"]
+    cols = [
+        "run_id",
+        "device",
+        "kind",
+        "what",
+        "start_unix_s",
+        "end_unix_s",
+        "throttled",
+        "throttle_reasons",
+        "clock_ramp",
+    ]
     parts = []
     for name, w in window_kinds().items():
         df = tables.get(name)
@@ -311,12 +397,21 @@ def telemetry_windows(tables: dict) -> pd.DataFrame:
             continue
         d = df[keep]
         what = [_what(w.what, r) for r in d.to_dict("records")]
-        parts.append(pd.DataFrame({
-            "run_id": d["run_id"].astype(str), "device": d["device"].astype(str), "kind": w.kind, "what": what,
-            "start_unix_s": start[keep], "end_unix_s": end[keep],
-            "throttled": d["throttled"].map(as_bool) if "throttled" in d.columns else None,
-            "throttle_reasons": d.get("throttle_reasons"),
-            "clock_ramp": d["clock_ramp"].map(as_bool) if "clock_ramp" in d.columns else None}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "run_id": d["run_id"].astype(str),
+                    "device": d["device"].astype(str),
+                    "kind": w.kind,
+                    "what": what,
+                    "start_unix_s": start[keep],
+                    "end_unix_s": end[keep],
+                    "throttled": d["throttled"].map(as_bool) if "throttled" in d.columns else None,
+                    "throttle_reasons": d.get("throttle_reasons"),
+                    "clock_ramp": d["clock_ramp"].map(as_bool) if "clock_ramp" in d.columns else None,
+                }
+            )
+        )
     if not parts:
         return pd.DataFrame(columns=cols)
     return pd.concat(parts, ignore_index=True)[cols]
@@ -356,8 +451,15 @@ def clock_ramp_counts(tables: dict) -> pd.DataFrame:
     many = {d.kind: d.many for d in window_kinds().values()}
     out = []
     for (run_id, device), g in df.groupby(["run_id", "device"], sort=True):
-        out.append({"run_id": run_id, "device": device, "ramp": int(g["clock_ramp"].eq(True).sum()),  # tri-state column
-                    "known": len(g), "what": ", ".join(many[k] for k in dict.fromkeys(g["kind"]))})
+        out.append(
+            {
+                "run_id": run_id,
+                "device": device,
+                "ramp": int(g["clock_ramp"].eq(True).sum()),  # tri-state column
+                "known": len(g),
+                "what": ", ".join(many[k] for k in dict.fromkeys(g["kind"])),
+            }
+        )
     return pd.DataFrame(out, columns=cols)
 
 
@@ -390,16 +492,37 @@ def sensor_notes(devices: pd.DataFrame) -> list[dict]:
                 info = json.loads(raw)
             except ValueError:
                 info = None
-        entry = {"run_id": str(d["run_id"]), "backend": d["backend"], "device": d["device"],
-                 "device_name": d.get("device_name") or ""}
+        entry = {
+            "run_id": str(d["run_id"]),
+            "backend": d["backend"],
+            "device": d["device"],
+            "device_name": d.get("device_name") or "",
+        }
         if not isinstance(info, dict):
-            out.append({**entry, "source": "", "found": [], "missing": [],
-                        "note": "not recorded (devices.json written before telemetry existed)"})
+            out.append(
+                {
+                    **entry,
+                    "source": "",
+                    "found": [],
+                    "missing": [],
+                    "note": "not recorded (devices.json written before telemetry existed)",
+                }
+            )
             continue
-        missing = [{"sensor": SENSOR_LABEL.get(k, k), "why": v} for k, v in (info.get("missing") or {}).items()
-                   if k != "mem_clock" or info.get("source") != "cpu_sysfs"]
-        out.append({**entry, "source": info.get("source") or "", "found": sorted(SENSOR_LABEL.get(k, k)
-                    for k in (info.get("found") or {})), "missing": missing, "note": info.get("note") or ""})
+        missing = [
+            {"sensor": SENSOR_LABEL.get(k, k), "why": v}
+            for k, v in (info.get("missing") or {}).items()
+            if k != "mem_clock" or info.get("source") != "cpu_sysfs"
+        ]
+        out.append(
+            {
+                **entry,
+                "source": info.get("source") or "",
+                "found": sorted(SENSOR_LABEL.get(k, k) for k in (info.get("found") or {})),
+                "missing": missing,
+                "note": info.get("note") or "",
+            }
+        )
     return out
 
 
@@ -415,9 +538,25 @@ def soak_summary(soak: pd.DataFrame) -> pd.DataFrame:
     """Per (run_id, device) soak: the point held, its boost reading (the first interval) against its sustained
     one (the median over the intervals from which the clock had settled; over the second half where no clock
     was read), when it settled, and whether it throttled."""
-    cols = ["run_id", "backend", "device", "device_name", "dtype", "n", "intervals", "seconds", "boost_tflops",
-            "sustained_tflops", "boost_clock_mhz", "sustained_clock_mhz", "settled_at_s", "sustained_temp_c_max",
-            "sustained_gflop_per_j", "throttled", "reasons"]
+    cols = [
+        "run_id",
+        "backend",
+        "device",
+        "device_name",
+        "dtype",
+        "n",
+        "intervals",
+        "seconds",
+        "boost_tflops",
+        "sustained_tflops",
+        "boost_clock_mhz",
+        "sustained_clock_mhz",
+        "settled_at_s",
+        "sustained_temp_c_max",
+        "sustained_gflop_per_j",
+        "throttled",
+        "reasons",
+    ]
     if soak is None or soak.empty or "interval" not in soak.columns:
         return pd.DataFrame(columns=cols)
     ok = soak[soak["status"].astype(str) == "ok"]
@@ -425,19 +564,29 @@ def soak_summary(soak: pd.DataFrame) -> pd.DataFrame:
     for (run_id, device), g in ok.groupby([ok["run_id"].astype(str), ok["device"].astype(str)], sort=True):
         g = g.sort_values("interval")
         settled = g["clock_settled"].map(as_bool) if "clock_settled" in g.columns else pd.Series(None, index=g.index)
-        steady = g[settled.eq(True)] if settled.eq(True).any() else g.iloc[len(g) // 2:]  # tri-state column
+        steady = g[settled.eq(True)] if settled.eq(True).any() else g.iloc[len(g) // 2 :]  # tri-state column
         first = g.iloc[0]
         reasons = sorted({r for text in g["throttle_reasons"].dropna().astype(str) for r in text.split(";") if r})
         throttled = g["throttled"].map(as_bool)
-        out.append({
-            "run_id": run_id, "backend": first["backend"], "device": device, "device_name": first["device_name"],
-            "dtype": first["dtype"], "n": int(first["n"]), "intervals": len(g), "seconds": float(_num(g, "t_s").max()),
-            "boost_tflops": float(first["tflops"]), "sustained_tflops": float(_num(steady, "tflops").median()),
-            "boost_clock_mhz": _num(g, "clock_mhz_median").iloc[0],
-            "sustained_clock_mhz": _num(steady, "clock_mhz_median").median(),
-            "settled_at_s": settled_at(g, settled),
-            "sustained_temp_c_max": _num(steady, "temp_c_max").max(),
-            "sustained_gflop_per_j": _num(steady, "gflop_per_j").median(),
-            "throttled": None if throttled.isna().all() else bool(throttled.eq(True).any()),  # tri-state column
-            "reasons": ", ".join(reasons)})
+        out.append(
+            {
+                "run_id": run_id,
+                "backend": first["backend"],
+                "device": device,
+                "device_name": first["device_name"],
+                "dtype": first["dtype"],
+                "n": int(first["n"]),
+                "intervals": len(g),
+                "seconds": float(_num(g, "t_s").max()),
+                "boost_tflops": float(first["tflops"]),
+                "sustained_tflops": float(_num(steady, "tflops").median()),
+                "boost_clock_mhz": _num(g, "clock_mhz_median").iloc[0],
+                "sustained_clock_mhz": _num(steady, "clock_mhz_median").median(),
+                "settled_at_s": settled_at(g, settled),
+                "sustained_temp_c_max": _num(steady, "temp_c_max").max(),
+                "sustained_gflop_per_j": _num(steady, "gflop_per_j").median(),
+                "throttled": None if throttled.isna().all() else bool(throttled.eq(True).any()),  # tri-state column
+                "reasons": ", ".join(reasons),
+            }
+        )
     return pd.DataFrame(out, columns=cols)

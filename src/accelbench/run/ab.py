@@ -71,8 +71,14 @@ AB_DIR = "ab"
 PLAN_FILE = "plan.json"
 
 
-def simulated_power(runs: int, spread_log_sd: float = SPREAD_LOG_SD, slowdown: float = SLOWDOWN,
-                    min_effect: float = MIN_EFFECT, sims: int = 4000, seed: int = 0) -> float:
+def simulated_power(
+    runs: int,
+    spread_log_sd: float = SPREAD_LOG_SD,
+    slowdown: float = SLOWDOWN,
+    min_effect: float = MIN_EFFECT,
+    sims: int = 4000,
+    seed: int = 0,
+) -> float:
     """The share of ``sims`` simulated comparisons of ``runs`` runs a side (log run medians normal with sd
     ``spread_log_sd``; the candidate's ``slowdown`` slower) that ``measure.runstats.compare_groups`` calls
     ``slower``: the power of the method as it is, Welch's degrees of freedom and the min-effect floor included."""
@@ -82,13 +88,24 @@ def simulated_power(runs: int, spread_log_sd: float = SPREAD_LOG_SD, slowdown: f
 
     rng = np.random.default_rng(seed)
     delta = math.log1p(slowdown)
-    hits = sum(compare_groups(rng.normal(0.0, spread_log_sd, runs), rng.normal(delta, spread_log_sd, runs),
-                              min_effect)["verdict"] == "slower" for _ in range(sims))
+    hits = sum(
+        compare_groups(rng.normal(0.0, spread_log_sd, runs), rng.normal(delta, spread_log_sd, runs), min_effect)[
+            "verdict"
+        ]
+        == "slower"
+        for _ in range(sims)
+    )
     return hits / sims
 
 
-def runs_for_power(spread_log_sd: float = SPREAD_LOG_SD, slowdown: float = SLOWDOWN, power: float = POWER,
-                   min_effect: float = MIN_EFFECT, max_runs: int = 50, sims: int = 4000) -> int:
+def runs_for_power(
+    spread_log_sd: float = SPREAD_LOG_SD,
+    slowdown: float = SLOWDOWN,
+    power: float = POWER,
+    min_effect: float = MIN_EFFECT,
+    max_runs: int = 50,
+    sims: int = 4000,
+) -> int:
     """The fewest runs per side whose ``simulated_power`` reaches ``power``."""
     for r in range(2, max_runs + 1):
         if simulated_power(r, spread_log_sd, slowdown, min_effect, sims) >= power:
@@ -166,10 +183,13 @@ def check_python(python: str, key: str) -> str:
     if not path.is_file() or not os.access(path, os.X_OK):
         raise ConfigError(f"{key}: {python!r} is not an executable file")
     if not (path.parent / "accelbench").is_file():
-        raise ConfigError(f"{key}: {python!r} has no accelbench next to it ({path.parent}/accelbench); allowed: the "
-                          "python of an environment with accelbench installed")
-    probe = subprocess.run([str(path), "-c", "import accelbench, snakemake"], capture_output=True, text=True,
-                           timeout=120, check=False)
+        raise ConfigError(
+            f"{key}: {python!r} has no accelbench next to it ({path.parent}/accelbench); allowed: the "
+            "python of an environment with accelbench installed"
+        )
+    probe = subprocess.run(
+        [str(path), "-c", "import accelbench, snakemake"], capture_output=True, text=True, timeout=120, check=False
+    )
     if probe.returncode:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         raise ConfigError(f"{key}: {python!r} cannot import accelbench and snakemake ({last})")
@@ -186,11 +206,12 @@ def side_config(base: dict, side_file: dict, image: str | None, key: str) -> dic
         filled = with_defaults(raw)
         runtime = filled["container"]["runtime"]
         if runtime == "none":
-            raise ConfigError(f"{key}: needs container.runtime docker, podman or apptainer in the config "
-                              "(it is none: the stages run on the host)")
+            raise ConfigError(
+                f"{key}: needs container.runtime docker, podman or apptainer in the config "
+                "(it is none: the stages run on the host)"
+            )
         raw.setdefault("container", {})
-        raw["container"]["images"] = {**raw["container"].get("images", {}),
-                                      **{b: image for b in filled["backends"]}}
+        raw["container"]["images"] = {**raw["container"].get("images", {}), **dict.fromkeys(filled["backends"], image)}
         raw["container"]["build"] = False
     return raw
 
@@ -208,14 +229,34 @@ def default_snakefile() -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def snakemake_argv(python: str, snakefile: Path, workdir: Path, config_file: Path, rid: str, cores: int,
-                   runtime: str = "none", extra: tuple[str, ...] = ()) -> list[str]:
+def snakemake_argv(
+    python: str,
+    snakefile: Path,
+    workdir: Path,
+    config_file: Path,
+    rid: str,
+    cores: int,
+    runtime: str = "none",
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """The argv of one repetition: snakemake of the run's targets (its history receipt, which needs every table
     and samples file of the run) with exactly ``config_file`` as the config (``--replace-workflow-config``: the
     file already holds the workdir's config.yaml merged under the side's)."""
     target = f"{registry.RESULTS}/{rid}/{registry.HISTORY_RECEIPT}"
-    argv = [python, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), "--configfile",
-            str(config_file), "--replace-workflow-config", "--cores", str(cores)]
+    argv = [
+        python,
+        "-m",
+        "snakemake",
+        "-s",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config_file),
+        "--replace-workflow-config",
+        "--cores",
+        str(cores),
+    ]
     if runtime == "apptainer":
         argv += ["--sdm", "apptainer"]
     return [*argv, *extra, target]
@@ -248,9 +289,16 @@ class Plan:
             rid = run_id(self.name, label, rep)
             cfg = self.out_dir / f"{rid}.yaml"
             runtime = with_defaults(side.raw)["container"]["runtime"]
-            out.append({"run_id": rid, "side": label, "role": side.role, "repetition": rep, "config": str(cfg),
-                        "argv": snakemake_argv(side.python, self.snakefile, self.workdir, cfg, rid, self.cores,
-                                               runtime)})
+            out.append(
+                {
+                    "run_id": rid,
+                    "side": label,
+                    "role": side.role,
+                    "repetition": rep,
+                    "config": str(cfg),
+                    "argv": snakemake_argv(side.python, self.snakefile, self.workdir, cfg, rid, self.cores, runtime),
+                }
+            )
         return out
 
 
@@ -258,8 +306,10 @@ def build_plan(args) -> Plan:
     """Every check of the input, before any run starts: one ConfigError naming the flag or key."""
     name = args.name
     if not NAME_RE.match(name or ""):
-        raise ConfigError(f"--name: {name!r} is not allowed; allowed: letters, digits and ._- (starting with a "
-                          "letter or digit), at most 57 characters")
+        raise ConfigError(
+            f"--name: {name!r} is not allowed; allowed: letters, digits and ._- (starting with a "
+            "letter or digit), at most 57 characters"
+        )
     runs = args.runs if args.runs is not None else DEFAULT_RUNS
     if runs < 1:
         raise ConfigError(f"--runs: {runs} is not allowed; allowed: an integer of at least 1")
@@ -273,8 +323,10 @@ def build_plan(args) -> Plan:
         raise ConfigError(f"--workdir: {str(workdir)!r} is not a folder")
     snakefile = Path(args.snakefile).absolute() if args.snakefile else default_snakefile()
     if snakefile is None or not snakefile.is_file():
-        raise ConfigError(f"--snakefile: {str(args.snakefile or 'the checkout’s Snakefile')!r} does not exist; "
-                          "allowed: the accelbench checkout's Snakefile")
+        raise ConfigError(
+            f"--snakefile: {str(args.snakefile or 'the checkout’s Snakefile')!r} does not exist; "
+            "allowed: the accelbench checkout's Snakefile"
+        )
     base_file = workdir / "config.yaml"
     base = _read_yaml(base_file, "config.yaml (the workdir's)") if base_file.is_file() else {}
     sides = {}
@@ -294,8 +346,9 @@ def build_plan(args) -> Plan:
     for label, rep in order:
         rid = run_id(name, label, rep)
         if (results / rid).exists():
-            raise ConfigError(f"--name: {registry.RESULTS}/{rid} exists already; allowed: a name no earlier "
-                              "A/B run used")
+            raise ConfigError(
+                f"--name: {registry.RESULTS}/{rid} exists already; allowed: a name no earlier A/B run used"
+            )
     out_dir = results / AB_DIR / name
     return Plan(name, workdir, results, out_dir, snakefile, args.cores or (os.cpu_count() or 1), order, sides)
 
@@ -305,8 +358,17 @@ def build_plan(args) -> Plan:
 
 def compare_argv(plan: Plan, baseline: list[str], candidate: list[str], min_effect: float | None) -> list[str]:
     """``accelbench compare``'s arguments for the two groups (in this process: the same accelbench as ab's)."""
-    argv = ["compare", "--results", str(plan.results), "--baseline", ",".join(baseline),
-            "--candidate", ",".join(candidate), "--out-dir", str(plan.out_dir / "compare")]
+    argv = [
+        "compare",
+        "--results",
+        str(plan.results),
+        "--baseline",
+        ",".join(baseline),
+        "--candidate",
+        ",".join(candidate),
+        "--out-dir",
+        str(plan.out_dir / "compare"),
+    ]
     if min_effect is not None:
         argv += ["--min-effect", repr(float(min_effect))]
     return argv
@@ -317,25 +379,45 @@ def execute(plan: Plan, min_effect: float | None = None, out=None) -> int:
     out = out or sys.stdout  # at call time: whatever stdout is then (a redirect, a test's capture)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     steps = plan.steps()
-    record = {"name": plan.name, "workdir": str(plan.workdir), "snakefile": str(plan.snakefile), "cores": plan.cores,
-              "sides": {s.label: {"role": s.role, "config_file": str(s.config_file), "python": s.python,
-                                  "image": s.image} for s in plan.sides.values()},
-              "order": [s["run_id"] for s in steps], "runs": steps}
+    record = {
+        "name": plan.name,
+        "workdir": str(plan.workdir),
+        "snakefile": str(plan.snakefile),
+        "cores": plan.cores,
+        "sides": {
+            s.label: {"role": s.role, "config_file": str(s.config_file), "python": s.python, "image": s.image}
+            for s in plan.sides.values()
+        },
+        "order": [s["run_id"] for s in steps],
+        "runs": steps,
+    }
     atomic_write_json(plan.out_dir / PLAN_FILE, record)
     for i, step in enumerate(steps, 1):
         side = plan.sides[step["side"]]
         atomic_write_text(step["config"], yaml.safe_dump({**side.raw, "run": step["run_id"]}, sort_keys=False))
         t0 = time.monotonic()
         with open(plan.out_dir / f"{step['run_id']}.log", "w") as log:
-            rc = subprocess.run(step["argv"], stdout=log, stderr=subprocess.STDOUT, env=run_env(side.python),
-                                cwd=plan.workdir, check=False).returncode
+            rc = subprocess.run(
+                step["argv"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=run_env(side.python),
+                cwd=plan.workdir,
+                check=False,
+            ).returncode
         step.update(returncode=rc, wall_s=round(time.monotonic() - t0, 1), ok=rc == 0)
         if rc == 0:
             side.runs.append(step["run_id"])
-        print(f"[{i}/{len(steps)}] {step['run_id']} ({side.role}): "
-              + (f"done in {step['wall_s']:.0f} s" if rc == 0 else
-                 f"FAILED (snakemake exit {rc}; log {plan.out_dir / (step['run_id'] + '.log')})"), file=out,
-              flush=True)
+        print(
+            f"[{i}/{len(steps)}] {step['run_id']} ({side.role}): "
+            + (
+                f"done in {step['wall_s']:.0f} s"
+                if rc == 0
+                else f"FAILED (snakemake exit {rc}; log {plan.out_dir / (step['run_id'] + '.log')})"
+            ),
+            file=out,
+            flush=True,
+        )
         atomic_write_json(plan.out_dir / PLAN_FILE, record)
     base, cand = plan.sides["a"].runs, plan.sides["b"].runs
     if not base or not cand:
@@ -353,26 +435,46 @@ def execute(plan: Plan, min_effect: float | None = None, out=None) -> int:
     record["compare"]["returncode"] = rc
     atomic_write_json(plan.out_dir / PLAN_FILE, record)
     verdict = {0: "no point slower", 1: "slower", 2: "unusable input"}.get(rc, f"exit {rc}")
-    print(f"accelbench ab {plan.name}: {len(base)} baseline and {len(cand)} candidate runs, interleaved "
-          f"({' '.join(s['side'].upper() for s in steps)}): {verdict} (exit {rc})", file=out)
+    print(
+        f"accelbench ab {plan.name}: {len(base)} baseline and {len(cand)} candidate runs, interleaved "
+        f"({' '.join(s['side'].upper() for s in steps)}): {verdict} (exit {rc})",
+        file=out,
+    )
     return rc
 
 
 def add_arguments(p) -> None:
     p.add_argument("--name", default="ab", help="the runs' ids are <name>-a-01, <name>-b-01, ... (default: ab)")
     for role in ("baseline", "candidate"):
-        p.add_argument(f"--{role}-config", default=None, metavar="YAML",
-                       help=f"the {role}'s config file, merged over the workdir's config.yaml as snakemake does"
-                            + (" (default: the baseline's)" if role == "candidate" else " (default: none)"))
-        p.add_argument(f"--{role}-python", default=None, metavar="PYTHON",
-                       help=f"the {role}'s interpreter: it runs snakemake and its environment's accelbench every "
-                            "stage (default: this one)")
-        p.add_argument(f"--{role}-image", default=None, metavar="IMAGE",
-                       help=f"the {role}'s container image for every backend (needs container.runtime docker, "
-                            "podman or apptainer; taken as it is, not built)")
-    p.add_argument("--runs", type=int, default=None, metavar="R",
-                   help=f"runs per side (default {DEFAULT_RUNS}: 80%% power against a {SLOWDOWN:.0%} slowdown at "
-                        f"the measured run-to-run spread, {SPREAD_LOG_SD:.1%} log SD)")
+        p.add_argument(
+            f"--{role}-config",
+            default=None,
+            metavar="YAML",
+            help=f"the {role}'s config file, merged over the workdir's config.yaml as snakemake does"
+            + (" (default: the baseline's)" if role == "candidate" else " (default: none)"),
+        )
+        p.add_argument(
+            f"--{role}-python",
+            default=None,
+            metavar="PYTHON",
+            help=f"the {role}'s interpreter: it runs snakemake and its environment's accelbench every "
+            "stage (default: this one)",
+        )
+        p.add_argument(
+            f"--{role}-image",
+            default=None,
+            metavar="IMAGE",
+            help=f"the {role}'s container image for every backend (needs container.runtime docker, "
+            "podman or apptainer; taken as it is, not built)",
+        )
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        metavar="R",
+        help=f"runs per side (default {DEFAULT_RUNS}: 80%% power against a {SLOWDOWN:.0%} slowdown at "
+        f"the measured run-to-run spread, {SPREAD_LOG_SD:.1%} log SD)",
+    )
     p.add_argument("--order", default="alternate", help=f"{', '.join(ORDERS)} (default: alternate, A B A B ...)")
     p.add_argument("--seed", type=int, default=0, help="the seed of --order random (default 0)")
     p.add_argument("--min-effect", type=float, default=None, help="compare's --min-effect (default: compare's)")

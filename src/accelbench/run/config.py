@@ -59,12 +59,14 @@ def add_plugin_sections(schema: dict, stages=None) -> dict:
     (its ``schema`` fragment, with its ``defaults`` as the properties' defaults). A section the file already has
     (the stages written before plug-ins) must not be declared again."""
     props = schema.setdefault("properties", {})
-    for stage in (registry.STAGES.values() if stages is None else stages):
+    for stage in registry.STAGES.values() if stages is None else stages:
         if not stage.config_key or not (stage.schema or stage.defaults):
             continue
         if stage.config_key in props:
-            raise ValueError(f"stage {stage.name}: config section {stage.config_key!r} is in the schema file and "
-                             "in its plug-in; declare it once")
+            raise ValueError(
+                f"stage {stage.name}: config section {stage.config_key!r} is in the schema file and "
+                "in its plug-in; declare it once"
+            )
         section = copy.deepcopy(stage.schema) or {}
         section.setdefault("type", "object")
         section.setdefault("default", {})
@@ -117,7 +119,9 @@ def _describe_pattern(pattern: str, value) -> str:
         first = classes[0]
         options = (["a letter"] if "A-Z" in first or "a-z" in first else []) + (["a digit"] if "0-9" in first else [])
         options += list(first.replace("A-Z", "").replace("a-z", "").replace("0-9", ""))
-        allowed += ", starting with " + (", ".join(options[:-1]) + " or " + options[-1] if len(options) > 1 else options[0])
+        allowed += ", starting with " + (
+            ", ".join(options[:-1]) + " or " + options[-1] if len(options) > 1 else options[0]
+        )
     why = ""
     if isinstance(value, str):
         bad = next((ch for ch in value if not re.fullmatch(f"[{rest}]", ch)), None)
@@ -263,9 +267,10 @@ def check_compare_to(config: dict, results: str | Path, run: str) -> Path | None
     folder = Path(results) / name
     if not (folder / registry.RUN_FILE).is_file():
         runs = sorted(p.parent.name for p in Path(results).glob(f"*/{registry.RUN_FILE}") if p.parent.name != run)
-        raise ConfigError(f"compare_to: {name!r} is not a run under {results}/ (no {folder}/{registry.RUN_FILE}); "
-                          "allowed: "
-                          + (", ".join(runs) if runs else "none yet: run the baseline first"))
+        raise ConfigError(
+            f"compare_to: {name!r} is not a run under {results}/ (no {folder}/{registry.RUN_FILE}); "
+            "allowed: " + (", ".join(runs) if runs else "none yet: run the baseline first")
+        )
     return folder
 
 
@@ -282,8 +287,10 @@ def image_backends() -> tuple[str, ...]:
 
 def check_image(image: str, key: str = "container.images") -> str:
     if not isinstance(image, str) or not IMAGE_RE.match(image):
-        raise ConfigError(f"{key}: {image!r} is not an image reference; allowed: letters, digits and ./:@+=-_ "
-                          "(registry/name:tag@digest, docker://..., or a .sif path) - no spaces or shell characters")
+        raise ConfigError(
+            f"{key}: {image!r} is not an image reference; allowed: letters, digits and ./:@+=-_ "
+            "(registry/name:tag@digest, docker://..., or a .sif path) - no spaces or shell characters"
+        )
     return image
 
 
@@ -292,8 +299,10 @@ def check_build_args(build_args: dict, key: str = "container.build_args") -> dic
         if not BUILD_ARG_RE.match(str(k)):
             raise ConfigError(f"{key}: {k!r} is not a build argument name; allowed: letters, digits, _")
         if not isinstance(v, str) or not BUILD_ARG_VALUE_RE.match(v):
-            raise ConfigError(f"{key}.{k}: {v!r} is not allowed; allowed: letters, digits and ._/:@+=,%~- "
-                              "- no spaces or shell characters")
+            raise ConfigError(
+                f"{key}.{k}: {v!r} is not allowed; allowed: letters, digits and ._/:@+=,%~- "
+                "- no spaces or shell characters"
+            )
     return dict(build_args)
 
 
@@ -307,8 +316,10 @@ def check_container_config(config: dict) -> None:
     allowed = image_backends()
     for b in config["backends"]:
         if b not in allowed:
-            raise ConfigError(f"backends: {b!r} has no container image (container.runtime: {runtime}); "
-                              f"allowed with a container runtime: {', '.join(allowed)}")
+            raise ConfigError(
+                f"backends: {b!r} has no container image (container.runtime: {runtime}); "
+                f"allowed with a container runtime: {', '.join(allowed)}"
+            )
         check_image(c["images"][b], f"container.images.{b}")
         if runtime in ENGINES:
             check_build_args(c.get("build_args", {}).get(b, {}), f"container.build_args.{b}")

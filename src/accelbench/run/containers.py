@@ -29,25 +29,52 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 from .. import __version__, backends
-from .config import (BUILD_ARG_VALUE_RE, ENGINES, RUNTIMES, ConfigError, check_build_args, check_choice, check_container_config,
-                     check_image, image_backends, with_defaults)
+from .config import (
+    BUILD_ARG_VALUE_RE,
+    ENGINES,
+    RUNTIMES,
+    ConfigError,
+    check_build_args,
+    check_choice,
+    check_container_config,
+    check_image,
+    image_backends,
+    with_defaults,
+)
 from .io import atomic_write_json
 from .provenance import CHECKOUT, read_run_info
 
 IMAGE_BACKENDS = image_backends()  # backends with an image under containers/
 # Host variables that change what a stage measures; passed into the container when set on the host.
 PASS_ENV = (
-    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_TUNABLEOP_ENABLED",
-    "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "SLURM_JOB_ID", "ACCELBENCH_GIT_COMMIT",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "PYTORCH_TUNABLEOP_ENABLED",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "SLURM_JOB_ID",
+    "ACCELBENCH_GIT_COMMIT",
 )
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-APPTAINER_SCHEMES = ("docker://", "docker-daemon://", "docker-archive:", "oci://", "oci-archive:", "oras://",
-                     "library://", "shub://", "https://", "http://", "file://")
+APPTAINER_SCHEMES = (
+    "docker://",
+    "docker-daemon://",
+    "docker-archive:",
+    "oci://",
+    "oci-archive:",
+    "oras://",
+    "library://",
+    "shub://",
+    "https://",
+    "http://",
+    "file://",
+)
 REPO_ROOT = CHECKOUT  # the build context: the repository this package runs from
 
 
@@ -56,6 +83,7 @@ class ContainerError(ConfigError):
 
 
 # ---- checks ----------------------------------------------------------------------------------------------
+
 
 def _check_choice(key: str, value, allowed) -> str:
     try:
@@ -70,8 +98,10 @@ def check_path(path: str, key: str) -> str:
     if not os.path.isabs(p):
         raise ContainerError(f"{key}: {p!r} must be an absolute path")
     if ":" in p or "," in p or "\n" in p or "\0" in p:
-        raise ContainerError(f"{key}: {p!r} cannot be bind-mounted (it contains ':', ',' or a newline); "
-                             "move the working directory to a path without them")
+        raise ContainerError(
+            f"{key}: {p!r} cannot be bind-mounted (it contains ':', ',' or a newline); "
+            "move the working directory to a path without them"
+        )
     return p
 
 
@@ -96,6 +126,7 @@ def check_config(config: dict) -> None:
 
 # ---- Apptainer: which image each rule declares ---------------------------------------------------------
 
+
 def apptainer_uri(image: str) -> str:
     """What Snakemake's ``container:`` gets for an image reference: a local path (``.sif``, ``/...``,
     ``./...``) or an URI with a scheme as it is; a plain registry reference becomes ``docker://<ref>``."""
@@ -115,6 +146,7 @@ def apptainer_image(config: dict, backend: str) -> str | None:
 
 
 # ---- Docker / Podman: the argv -------------------------------------------------------------------------
+
 
 def gpu_args(runtime: str, backend: str, device_gids: tuple[int, ...] = (), rootless: bool = False) -> list[str]:
     """Device access for ``backend`` (``Backend.engine_device_args``; untested on hardware). ``rootless``:
@@ -219,12 +251,14 @@ def extra_mounts(workdir: str) -> tuple[str, ...]:
 
 # ---- what the rules call -------------------------------------------------------------------------------
 
+
 def image_record_path(run_dir: str, backend: str) -> str:
     return f"{run_dir}/images/{backend}.json"
 
 
-def launch_prefix(config: dict, backend: str, workdir: str, run_dir: str | None = None,
-                  threads: int | None = None) -> str:
+def launch_prefix(
+    config: dict, backend: str, workdir: str, run_dir: str | None = None, threads: int | None = None
+) -> str:
     """The shell-quoted prefix of a benchmark rule's command: empty on the host and under Apptainer
     (Snakemake wraps the command itself); for Docker/Podman ``accelbench container exec`` with the record
     of the image built for this run, so the stage runs in that image (see ``exec_record``)."""
@@ -234,8 +268,15 @@ def launch_prefix(config: dict, backend: str, workdir: str, run_dir: str | None 
     _check_choice("backend", backend, IMAGE_BACKENDS)
     if run_dir is None:
         raise ContainerError("launch_prefix: run_dir is needed with container.runtime docker/podman")
-    argv = ["accelbench", "container", "exec", "--record", image_record_path(run_dir, backend),
-            "--workdir", check_path(workdir, "workdir")]
+    argv = [
+        "accelbench",
+        "container",
+        "exec",
+        "--record",
+        image_record_path(run_dir, backend),
+        "--workdir",
+        check_path(workdir, "workdir"),
+    ]
     if threads is not None:
         argv += ["--threads", str(int(threads))]
     return shlex.join([*argv, "--"])
@@ -252,14 +293,24 @@ def read_record(path: str | Path) -> dict:
     return rec
 
 
-def record_argv(record: dict, command: list[str], workdir: str, threads: int | None,
-                environ: dict | None = None) -> list[str]:
+def record_argv(
+    record: dict, command: list[str], workdir: str, threads: int | None, environ: dict | None = None
+) -> list[str]:
     """The run argv for a recorded image: run by id, exactly the image the record names."""
     runtime = record["runtime"]
     return run_argv(
-        runtime, record["backend"], record["id"], command,
-        workdir=workdir, uid=os.getuid(), gid=os.getgid(), env=host_env(environ), threads=threads,
-        image_id=record["id"], image_ref=record["image"], mounts=extra_mounts(workdir),
+        runtime,
+        record["backend"],
+        record["id"],
+        command,
+        workdir=workdir,
+        uid=os.getuid(),
+        gid=os.getgid(),
+        env=host_env(environ),
+        threads=threads,
+        image_id=record["id"],
+        image_ref=record["image"],
+        mounts=extra_mounts(workdir),
         rootless=(runtime == "podman" and os.geteuid() != 0),
         device_gids=device_node_gids(),
     )
@@ -267,12 +318,14 @@ def record_argv(record: dict, command: list[str], workdir: str, threads: int | N
 
 # ---- images: build or take, and record -----------------------------------------------------------------
 
+
 def containerfile(backend: str, context: str | Path = REPO_ROOT) -> Path:
     return Path(context) / "containers" / _check_choice("backend", backend, IMAGE_BACKENDS) / "Containerfile"
 
 
-def build_argv(runtime: str, backend: str, tag: str, *, context: str, build_args: dict | None = None,
-               iidfile: str | None = None) -> list[str]:
+def build_argv(
+    runtime: str, backend: str, tag: str, *, context: str, build_args: dict | None = None, iidfile: str | None = None
+) -> list[str]:
     """``docker|podman build`` of ``containers/<backend>/Containerfile`` with the repository as context.
     Host networking for the build: pip inside reaches the index the way the host does."""
     _check_choice("container.runtime", runtime, ENGINES)
@@ -294,8 +347,9 @@ def inspect_image(runtime: str, image: str) -> dict:
 
 def _git(context: Path, *args: str) -> str:
     try:
-        return subprocess.run(["git", "-C", str(context), *args], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(context), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except Exception:
         return ""
 
@@ -318,8 +372,17 @@ def _run_logged(argv: list[str], log) -> None:
         raise ContainerError(f"{argv[0]} {argv[1]} failed (exit {rc}); its output is above")
 
 
-def ensure_image(runtime: str, backend: str, image: str, *, build: bool, context: str | Path,
-                 build_args: dict | None = None, commit: str = "", log=sys.stderr) -> dict:
+def ensure_image(
+    runtime: str,
+    backend: str,
+    image: str,
+    *,
+    build: bool,
+    context: str | Path,
+    build_args: dict | None = None,
+    commit: str = "",
+    log=sys.stderr,
+) -> dict:
     """Build (``build``) or take (pull only if missing) the image, and return its record."""
     context = Path(context).resolve()
     args = {**default_build_args(context, commit), **check_build_args(build_args or {})}
@@ -355,26 +418,33 @@ def ensure_image(runtime: str, backend: str, image: str, *, build: bool, context
 
 # ---- CLI -----------------------------------------------------------------------------------------------
 
+
 def add_arguments(p) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    b = sub.add_parser("build", help="build (or take) a backend's image and record its id",
-                       description="Build containers/<backend>/Containerfile with docker/podman (or take the "
-                                   "image as it is with --no-build) and write its record (id, digest, tag, build "
-                                   "args). With --run-file the runtime, tag, build and build args come from the "
-                                   "run's config; flags override.")
+    b = sub.add_parser(
+        "build",
+        help="build (or take) a backend's image and record its id",
+        description="Build containers/<backend>/Containerfile with docker/podman (or take the "
+        "image as it is with --no-build) and write its record (id, digest, tag, build "
+        "args). With --run-file the runtime, tag, build and build args come from the "
+        "run's config; flags override.",
+    )
     b.add_argument("--backend", required=True, choices=IMAGE_BACKENDS)
     b.add_argument("--run-file", help="results/<run>/run.json: take container settings from its config")
     b.add_argument("--runtime", choices=ENGINES)
     b.add_argument("--tag", help="image reference to build or take (default: container.images.<backend>)")
     b.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE")
-    b.add_argument("--no-build", dest="build", action="store_false", default=None,
-                   help="take the image as it is (pull if missing)")
+    b.add_argument(
+        "--no-build", dest="build", action="store_false", default=None, help="take the image as it is (pull if missing)"
+    )
     b.add_argument("--context", default=str(REPO_ROOT), help="build context: the repository (default: %(default)s)")
     b.add_argument("--out", help="write the record here (default: print it)")
 
-    for name, help_ in (("exec", "run a command in a recorded image (what the rules call)"),
-                        ("argv", "print the docker/podman argv that would run a command")):
+    for name, help_ in (
+        ("exec", "run a command in a recorded image (what the rules call)"),
+        ("argv", "print the docker/podman argv that would run a command"),
+    ):
         e = sub.add_parser(name, help=help_, description=help_)
         e.add_argument("--record", help="results/<run>/images/<backend>.json written by `container build`")
         if name == "argv":
@@ -431,13 +501,16 @@ def _cli_build(args) -> int:
         commit = (info.get("git_commit") or "").removesuffix("+dirty")
     runtime = args.runtime or settings["runtime"]
     if runtime not in ENGINES:
-        raise ContainerError(f"container.runtime: {runtime!r} does not build images here; allowed: {', '.join(ENGINES)} "
-                             "(Apptainer: see docs/containers.md)")
+        raise ContainerError(
+            f"container.runtime: {runtime!r} does not build images here; allowed: {', '.join(ENGINES)} "
+            "(Apptainer: see docs/containers.md)"
+        )
     tag = check_image(args.tag or settings["images"][args.backend], f"container.images.{args.backend}")
     build = settings.get("build", True) if args.build is None else args.build
     build_args = {**settings.get("build_args", {}).get(args.backend, {}), **_parse_build_args(args.build_arg)}
-    record = ensure_image(runtime, args.backend, tag, build=build, context=args.context,
-                          build_args=build_args, commit=commit)
+    record = ensure_image(
+        runtime, args.backend, tag, build=build, context=args.context, build_args=build_args, commit=commit
+    )
     if args.out:
         atomic_write_json(args.out, record)
     print(json.dumps(record, indent=2, sort_keys=True))

@@ -57,14 +57,32 @@ def port_is_free(port: int, host: str = HOST) -> bool:
     return True
 
 
-def torchrun_argv(nproc: int, port: int, module: str, args: list[str], *, python: str = sys.executable,
-                  host: str = HOST) -> list[str]:
+def torchrun_argv(
+    nproc: int, port: int, module: str, args: list[str], *, python: str = sys.executable, host: str = HOST
+) -> list[str]:
     """``python -m torch.distributed.run`` for ``nproc`` ranks on this node, static rendezvous on
     ``host:port``, no restarts (a failed rank ends the world: it is a measurement, not a job to
     keep alive), running ``python -m module args`` in every rank."""
-    return [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(int(nproc)),
-            "--master-addr", host, "--master-port", str(int(port)), "--max-restarts", "0",
-            "--monitor-interval", "0.2", "-m", module, *args]
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(int(nproc)),
+        "--master-addr",
+        host,
+        "--master-port",
+        str(int(port)),
+        "--max-restarts",
+        "0",
+        "--monitor-interval",
+        "0.2",
+        "-m",
+        module,
+        *args,
+    ]
 
 
 # What each node's srun task runs: find the allocation's first node and its address (the c10d rendezvous host),
@@ -72,20 +90,46 @@ def torchrun_argv(nproc: int, port: int, module: str, args: list[str], *, python
 SRUN_TASK = (
     'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
     'addr=$(scontrol show node "$head" -o | sed -n "s/.* NodeAddr=\\([^ ]*\\).*/\\1/p"); '
-    'py=$1; nn=$2; np=$3; port=$4; id=$5; mod=$6; shift 6; '
+    "py=$1; nn=$2; np=$3; port=$4; id=$5; mod=$6; shift 6; "
     'exec "$py" -m torch.distributed.run --nnodes "$nn" --nproc-per-node "$np" --rdzv-backend c10d '
     '--rdzv-endpoint "${addr:-$head}:$port" --rdzv-id "$id" --max-restarts 0 --monitor-interval 0.2 -m "$mod" "$@"'
 )
 
 
-def srun_torchrun_argv(nnodes: int, nproc: int, port: int, module: str, args: list[str], *, rdzv_id: str,
-                       time_min: int, python: str = sys.executable) -> list[str]:
+def srun_torchrun_argv(
+    nnodes: int,
+    nproc: int,
+    port: int,
+    module: str,
+    args: list[str],
+    *,
+    rdzv_id: str,
+    time_min: int,
+    python: str = sys.executable,
+) -> list[str]:
     """A world across ``nnodes`` SLURM nodes: ``srun`` starts one task per node (a new allocation, or a step of the
     one this runs in), each running ``torch.distributed.run`` with ``nproc`` ranks and c10d rendezvous at the
     allocation's first node; ``--kill-on-bad-exit``: a failed node's launcher ends every node's."""
-    return ["srun", f"--nodes={int(nnodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--export=ALL",
-            f"--time={int(time_min)}", f"--job-name={rdzv_id}"[:100], "bash", "-c", SRUN_TASK, "accelbench-world",
-            python, str(int(nnodes)), str(int(nproc)), str(int(port)), rdzv_id, module, *args]
+    return [
+        "srun",
+        f"--nodes={int(nnodes)}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--export=ALL",
+        f"--time={int(time_min)}",
+        f"--job-name={rdzv_id}"[:100],
+        "bash",
+        "-c",
+        SRUN_TASK,
+        "accelbench-world",
+        python,
+        str(int(nnodes)),
+        str(int(nproc)),
+        str(int(port)),
+        rdzv_id,
+        module,
+        *args,
+    ]
 
 
 def end_slurm_job(name: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> str:
@@ -99,8 +143,12 @@ def end_slurm_job(name: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> st
     deadline = time.monotonic() + timeout_s
     left = ""
     while time.monotonic() < deadline:
-        out = subprocess.run(["squeue", "-h", f"--name={name}", "--states=PENDING,RUNNING,COMPLETING,SUSPENDED",
-                              "-o", "%i %T %N"], capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            ["squeue", "-h", f"--name={name}", "--states=PENDING,RUNNING,COMPLETING,SUSPENDED", "-o", "%i %T %N"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         left = out.stdout.strip()
         if out.returncode == 0 and not left:
             return ""
@@ -110,12 +158,12 @@ def end_slurm_job(name: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> st
 
 @dataclass
 class LaunchResult:
-    status: str               # ok, error, timeout
-    returncode: int | None    # the launcher's (None when it was killed at the timeout)
+    status: str  # ok, error, timeout
+    returncode: int | None  # the launcher's (None when it was killed at the timeout)
     seconds: float
     detail: str
     port: int
-    pids: list[int] = field(default_factory=list)      # every rank/launcher process seen
+    pids: list[int] = field(default_factory=list)  # every rank/launcher process seen
     leftover: list[int] = field(default_factory=list)  # of those, still running after the cleanup
     port_free: bool = True
 
@@ -167,8 +215,11 @@ def failure_detail(log_text: str, returncode: int | None) -> str:
             m = _FIELD.match(ln)
             if m and m.group(1) not in cause:
                 cause[m.group(1)] = " ".join(m.group(2).split())
-    errors = [m.group(1).strip() for m in map(_EXCEPTION.match, lines)
-              if m and "ChildFailedError" not in m.group(1) and ":" in m.group(1)]
+    errors = [
+        m.group(1).strip()
+        for m in map(_EXCEPTION.match, lines)
+        if m and "ChildFailedError" not in m.group(1) and ":" in m.group(1)
+    ]
     parts = []
     if "exitcode" in cause:
         rank = f"rank {cause['rank'].split()[0]}" if "rank" in cause else "a rank"
@@ -185,8 +236,9 @@ def _children(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def launch(argv: list[str], *, env: dict, timeout_s: float, log_path: Path, pid_dir: Path, port: int,
-           poll_s: float = 0.2) -> LaunchResult:
+def launch(
+    argv: list[str], *, env: dict, timeout_s: float, log_path: Path, pid_dir: Path, port: int, poll_s: float = 0.2
+) -> LaunchResult:
     """Run ``argv`` (``torchrun_argv``) for at most ``timeout_s`` seconds; see the module doc."""
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -196,8 +248,9 @@ def launch(argv: list[str], *, env: dict, timeout_s: float, log_path: Path, pid_
     previous = _stop_on_sigterm()
     try:
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
             agent = None
             try:
                 with contextlib.suppress(psutil.Error):  # it may have ended already

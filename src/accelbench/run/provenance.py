@@ -23,10 +23,23 @@ CHECKOUT = Path(__file__).resolve().parents[3]
 RELEVANT_PACKAGES = ("torch", "torch_xla", "numpy", "pandas", "snakemake", "seaborn", "matplotlib", "jinja2", "scipy")
 # Environment variables that change what is measured.
 RELEVANT_ENV = (
-    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-    "PYTORCH_TUNABLEOP_ENABLED", "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-    "SLURM_JOB_ID", "SLURMD_NODENAME", "ACCELBENCH_FLEET_NODE", "ACCELBENCH_IMAGE", "ACCELBENCH_IMAGE_ID", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER",
-    "ACCELBENCH_IN_CONTAINER", "ACCELBENCH_CONTAINER_RUNTIME",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTORCH_TUNABLEOP_ENABLED",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "SLURM_JOB_ID",
+    "SLURMD_NODENAME",
+    "ACCELBENCH_FLEET_NODE",
+    "ACCELBENCH_IMAGE",
+    "ACCELBENCH_IMAGE_ID",
+    "APPTAINER_CONTAINER",
+    "SINGULARITY_CONTAINER",
+    "ACCELBENCH_IN_CONTAINER",
+    "ACCELBENCH_CONTAINER_RUNTIME",
 )
 
 
@@ -37,10 +50,15 @@ def git_commit(repo: str | Path | None = None) -> str:
         return env
     repo = Path(repo) if repo else CHECKOUT
     try:
-        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except Exception:
         return "unknown"

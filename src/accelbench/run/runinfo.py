@@ -19,8 +19,12 @@ def add_arguments(p) -> None:
     p.add_argument("--run", required=True, help="run id")
     p.add_argument("--git-commit", default="", help="commit of the pipeline checkout (default: ask git)")
     p.add_argument("--out", required=True)
-    p.add_argument("--stages", default="", help="the device stages this run runs, comma-separated (empty: every "
-                   "one; the fleet node check runs a few): aggregate expects only their files")
+    p.add_argument(
+        "--stages",
+        default="",
+        help="the device stages this run runs, comma-separated (empty: every "
+        "one; the fleet node check runs a few): aggregate expects only their files",
+    )
 
 
 def parse_config_json(text: str) -> dict:
@@ -51,12 +55,15 @@ def cli(args) -> int:
     for s in stages:
         if s not in device_stages:
             raise ConfigError(f"--stages: {s!r} is not a device stage; allowed: {', '.join(device_stages)}")
-    atomic_write_json(args.out, {
-        **({"stages": stages} if stages else {}),
-        "run": args.run,
-        "config": config,
-        "config_hash": config_hash(config),
-        "git_commit": args.git_commit or git_commit(),
-        "accelbench_version": __version__,
-    })
+    atomic_write_json(
+        args.out,
+        {
+            **({"stages": stages} if stages else {}),
+            "run": args.run,
+            "config": config,
+            "config_hash": config_hash(config),
+            "git_commit": args.git_commit or git_commit(),
+            "accelbench_version": __version__,
+        },
+    )
     return 0

@@ -15,8 +15,8 @@ import torch
 
 from .. import backends, registry
 from ..backends import Backend, BackendUnavailable
-from ..measure.failures import one_line
 from ..measure import telemetry as tm
+from ..measure.failures import one_line
 from ..measure.stability import DeviceWarmup, warm_device
 from ..run.config import ConfigError
 from ..run.io import atomic_write_parquet
@@ -55,9 +55,9 @@ class StageStart:
     backend: Backend
     run_info: dict
     config: dict
-    prov: dict            # provenance columns of every row
-    devices: list[str]    # empty when the backend is absent
-    absent_reason: str    # why, when it is
+    prov: dict  # provenance columns of every row
+    devices: list[str]  # empty when the backend is absent
+    absent_reason: str  # why, when it is
     threads: int = 1
     infos: dict = field(default_factory=dict)
     warmups: dict = field(default_factory=dict)
@@ -71,15 +71,22 @@ class StageStart:
     def warm(self, device: str, log=print) -> DeviceWarmup:
         """Warm ``device`` in this process (the warm-up stage's stability rule) before measuring it, once."""
         if device not in self.warmups:
-            w = warm_device(self.backend, device, self.config[registry.WARMUP.config_key], seed=self.config.get("seed", 0))
+            w = warm_device(
+                self.backend, device, self.config[registry.WARMUP.config_key], seed=self.config.get("seed", 0)
+            )
             self.warmups[device] = w
             log(f"{self.stage} {w.describe(device)}")
         return self.warmups[device]
 
     def device_row(self, device: str) -> dict:
         """The columns that say which device a row measured and how it was warmed (warms it first)."""
-        return {**self.prov, "backend": self.backend.name, "device": device,
-                "device_name": self.info(device)["name"], **self.warm(device).columns()}
+        return {
+            **self.prov,
+            "backend": self.backend.name,
+            "device": device,
+            "device_name": self.info(device)["name"],
+            **self.warm(device).columns(),
+        }
 
     # ---- telemetry (measure.telemetry): what each device was doing while it was measured
     def telemetry(self, device: str) -> tm.DeviceTelemetry:
@@ -89,7 +96,8 @@ class StageStart:
             hz = float(cfg.get("hz", tm.DEFAULT_HZ))
             reader = self.backend.telemetry_reader(device, self.info(device)) if hz > 0 else None
             self.telemetries[device] = tm.DeviceTelemetry(
-                reader, hz, rel_tol=float(cfg.get("settle_rel_tol", tm.DEFAULT_SETTLE_REL_TOL)))
+                reader, hz, rel_tol=float(cfg.get("settle_rel_tol", tm.DEFAULT_SETTLE_REL_TOL))
+            )
         return self.telemetries[device]
 
     def telemetry_rows(self) -> list[dict]:
@@ -100,15 +108,25 @@ class StageStart:
         rows = []
         for device in self.devices:
             t = self.telemetry(device)
-            base = {**self.prov, "backend": self.backend.name, "device": device,
-                    "device_name": self.info(device)["name"]}
+            base = {
+                **self.prov,
+                "backend": self.backend.name,
+                "device": device,
+                "device_name": self.info(device)["name"],
+            }
             rows += [{**base, **r} for r in t.series(self.stage)]
             t.close()
         return rows
 
     def absent_row(self) -> dict:
-        return {**self.prov, "backend": self.backend.name, "device": "", "device_name": "", "status": "absent",
-                "status_detail": self.absent_reason}
+        return {
+            **self.prov,
+            "backend": self.backend.name,
+            "device": "",
+            "device_name": "",
+            "status": "absent",
+            "status_detail": self.absent_reason,
+        }
 
     def out_path(self, out_dir: str, table: str) -> str:
         return f"{out_dir}/{registry.TABLES[table].filename(self.backend.name)}"
@@ -123,8 +141,9 @@ class StageStart:
         return given or f"{out_dir}/{registry.checkpoint_file(self.stage, self.backend.name)}"
 
 
-def start(stage: str, run_file: str, backend_name: str, threads: int | None = None, *,
-          backend: Backend | None = None) -> StageStart:
+def start(
+    stage: str, run_file: str, backend_name: str, threads: int | None = None, *, backend: Backend | None = None
+) -> StageStart:
     """Read the run, check ``--threads``, apply it, and list the backend's devices (or why there are none)."""
     if threads is not None and threads < 0:
         raise ConfigError(f"--threads: {threads} is out of range; allowed: >= 0 (0: torch's default)")
@@ -140,5 +159,6 @@ def start(stage: str, run_file: str, backend_name: str, threads: int | None = No
     used = set_threads(threads or 0) if devices else (threads or 0)
     if devices:
         backend.prepare_process()  # before the first warm-up: XLA compiles graphs with the precision set then
-    return StageStart(stage, backend, run_info, run_info["config"], row_provenance(run_info, stage), devices,
-                      reason, threads=used)
+    return StageStart(
+        stage, backend, run_info, run_info["config"], row_provenance(run_info, stage), devices, reason, threads=used
+    )

@@ -16,8 +16,8 @@ from __future__ import annotations
 import platform
 import socket
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Callable
 
 from .. import __version__, backends, registry
 from ..backends import DTYPES
@@ -43,8 +43,12 @@ def device_telemetry(backend, info: dict, hz: float) -> dict:
     try:
         return tm.describe(backend.telemetry_reader(info["device"], info), hz)
     except Exception as exc:  # a reader that cannot even be built: recorded, never fatal to detection
-        return {"source": backend.telemetry or "none", "hz": hz, "found": {},
-                "missing": {s: f"reader failed: {type(exc).__name__}: {exc}" for s in tm.SENSORS}}
+        return {
+            "source": backend.telemetry or "none",
+            "hz": hz,
+            "found": {},
+            "missing": {s: f"reader failed: {type(exc).__name__}: {exc}" for s in tm.SENSORS},
+        }
 
 
 def detect(run_info: dict, torch=None, *, probes: dict[str, Callable[[], dict]] | None = None) -> dict:

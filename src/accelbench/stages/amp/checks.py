@@ -18,17 +18,31 @@ def check_amp_points(df, table: str, config: dict, path: Path, problems: Problem
     for device, group in df.groupby("device", sort=True):
         lacking = sorted(workloads - set(group["workload"].astype(str)))
         if lacking:
-            problems.add(path, "missing_points", f"{device}: no row for workload(s) {', '.join(lacking)} "
-                         "(file cut short?)", run_id)
+            problems.add(
+                path,
+                "missing_points",
+                f"{device}: no row for workload(s) {', '.join(lacking)} (file cut short?)",
+                run_id,
+            )
         modes = set(group["mode"].astype(str))
         for workload, wg in group.groupby("workload", sort=True):
             missing_modes = sorted(modes - set(wg["mode"].astype(str)))
             if missing_modes:
-                problems.add(path, "missing_points", f"{device} {workload}: no row for mode(s) "
-                             f"{', '.join(missing_modes)} that other workloads have (file cut short?)", run_id)
+                problems.add(
+                    path,
+                    "missing_points",
+                    f"{device} {workload}: no row for mode(s) "
+                    f"{', '.join(missing_modes)} that other workloads have (file cut short?)",
+                    run_id,
+                )
     if table == "amp_trials" and seeds:
         for (device, workload, mode), group in df.groupby(["device", "workload", "mode"], sort=True):
             lacking = sorted(seeds - set(group["seed"].dropna().astype(int)))
             if lacking:
-                problems.add(path, "missing_points", f"{device} {workload} {mode}: no trial for seed(s) "
-                             f"{', '.join(map(str, lacking))} (file cut short?)", run_id)
+                problems.add(
+                    path,
+                    "missing_points",
+                    f"{device} {workload} {mode}: no trial for seed(s) "
+                    f"{', '.join(map(str, lacking))} (file cut short?)",
+                    run_id,
+                )

@@ -17,14 +17,27 @@ def _mode_palette(sns, modes):
     return modes, {m: fixed.get(m, colors[(5 + i) % 10]) for i, m in enumerate(modes)}
 
 
-
 def _loss_lines(sns, ax, d, modes, pal, lw: float) -> None:
     """One panel's loss curves, a line per mode (mean over seeds, the band their range); the FP32 baseline
     last, dashed, on top: where a mode tracks it exactly, both stay visible."""
     present = [m for m in modes if m in set(d["mode"]) and m != "fp32"] + (["fp32"] if "fp32" in set(d["mode"]) else [])
-    sns.lineplot(data=d, x="step", y="loss", hue="mode", hue_order=present, style="mode", style_order=present,
-                 dashes={m: (4, 2) if m == "fp32" else "" for m in present}, palette=pal,
-                 errorbar=("pi", 100), estimator="mean", lw=lw, ax=ax, legend=False)
+    sns.lineplot(
+        data=d,
+        x="step",
+        y="loss",
+        hue="mode",
+        hue_order=present,
+        style="mode",
+        style_order=present,
+        dashes={m: (4, 2) if m == "fp32" else "" for m in present},
+        palette=pal,
+        errorbar=("pi", 100),
+        estimator="mean",
+        lw=lw,
+        ax=ax,
+        legend=False,
+    )
+
 
 def fig_amp_step_time(plt, sns, tables, series):
     tr = tables["amp_trials"]
@@ -42,9 +55,21 @@ def fig_amp_step_time(plt, sns, tables, series):
     for ax, workload in zip(axes, workloads):
         d = tr[tr["workload"] == workload]
         d = d.assign(label=d["label"].map(_wrap))
-        sns.barplot(data=d, x="label", y="step_ms", hue="mode", order=[_wrap(x) for x in labels if _wrap(x) in set(d["label"])],
-                    hue_order=modes, palette=pal, errorbar=("ci", 95), n_boot=500, seed=0, capsize=0.08,
-                    err_kws={"linewidth": 1.2}, ax=ax)
+        sns.barplot(
+            data=d,
+            x="label",
+            y="step_ms",
+            hue="mode",
+            order=[_wrap(x) for x in labels if _wrap(x) in set(d["label"])],
+            hue_order=modes,
+            palette=pal,
+            errorbar=("ci", 95),
+            n_boot=500,
+            seed=0,
+            capsize=0.08,
+            err_kws={"linewidth": 1.2},
+            ax=ax,
+        )
         span = d["step_ms"].max() / d["step_ms"].min()
         log = span > 20  # devices far apart: a log axis keeps the fast one visible
         if log:
@@ -65,14 +90,22 @@ def fig_amp_step_time(plt, sns, tables, series):
                 offset = (k - (len(modes) - 1) / 2) * 0.8 / len(modes)
                 y = d[(d["label"] == _wrap(r["label"])) & (d["mode"] == r["mode"])]["step_ms"].max()
                 if y == y:
-                    ax.text(i + offset, y * 1.3 if log else y * 1.03, f"{r['speedup']:.2f}×", ha="center", va="bottom", fontsize=8,
-                            fontweight="bold")
+                    ax.text(
+                        i + offset,
+                        y * 1.3 if log else y * 1.03,
+                        f"{r['speedup']:.2f}×",
+                        ha="center",
+                        va="bottom",
+                        fontsize=8,
+                        fontweight="bold",
+                    )
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi * 2.2) if log else ax.set_ylim(0, hi * 1.15)
     handles = [Patch(color=pal[m]) for m in modes]
     _legend_below(fig, handles, modes, ncol=len(modes))
-    fig.suptitle(title + "\nlabels: speedup over FP32 from the summary", x=0.01, ha="left", fontweight="bold",
-                 fontsize=10)
+    fig.suptitle(
+        title + "\nlabels: speedup over FP32 from the summary", x=0.01, ha="left", fontweight="bold", fontsize=10
+    )
     _finish(fig)
     return fig
 
@@ -99,8 +132,12 @@ def fig_amp_loss(plt, sns, tables, series):
             ax.set_title(f"{label} — {workload}", fontsize=9.5)
             ax.set_ylabel("loss")
             ax.set_xlabel("training step" if i == nrows - 1 else "")
-    _legend_below(fig, [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes], modes,
-                  ncol=len(modes))
+    _legend_below(
+        fig,
+        [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes],
+        modes,
+        ncol=len(modes),
+    )
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     _finish(fig)
     return fig
@@ -131,8 +168,21 @@ def fig_training_throughput(plt, sns, tables, series):
         d = d.assign(label=d["label"].map(_wrap))
         order = [_wrap(x) for x in labels if _wrap(x) in set(d["label"])]
         present = [m for m in modes if m in set(d["mode"])]
-        sns.barplot(data=d, x="label", y="rate", hue="mode", order=order, hue_order=present, palette=pal,
-                    errorbar=("ci", 95), n_boot=500, seed=0, capsize=0.08, err_kws={"linewidth": 1.2}, ax=ax)
+        sns.barplot(
+            data=d,
+            x="label",
+            y="rate",
+            hue="mode",
+            order=order,
+            hue_order=present,
+            palette=pal,
+            errorbar=("ci", 95),
+            n_boot=500,
+            seed=0,
+            capsize=0.08,
+            err_kws={"linewidth": 1.2},
+            ax=ax,
+        )
         for i, label in enumerate(order):
             for k, mode in enumerate(present):
                 g = d[(d["label"] == label) & (d["mode"] == mode)]
@@ -191,8 +241,12 @@ def fig_training_loss(plt, sns, tables, series):
             ax.set_title(f"{label} — {workload}", fontsize=9.5)
             ax.set_ylabel("loss (nats/token)" if workload == "gpt" else "loss")
             ax.set_xlabel("training step" if i == nrows - 1 else "")
-    _legend_below(fig, [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes], modes,
-                  ncol=min(len(modes), 6))
+    _legend_below(
+        fig,
+        [Line2D([0], [0], color=pal[m], lw=2, ls="--" if m == "fp32" else "-") for m in modes],
+        modes,
+        ncol=min(len(modes), 6),
+    )
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     _finish(fig)
     return fig

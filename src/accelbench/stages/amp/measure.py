@@ -51,24 +51,25 @@ import json
 import math
 import timeit
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 import torch.nn.functional as F
+from torch import Tensor
 
 from ... import registry
 from ...backends import AmpPolicy, Backend
 from ...measure import blocks
-from ...measure import telemetry as tm
 from ...measure import samples as sample_table
+from ...measure import telemetry as tm
 from ...measure.failures import first_line
-from .config_check import check_amp_config
 from ...run.io import Checkpoint, atomic_write_csv
-from .stats import summarize_trials
 from ..common import add_device_stage_arguments, start
 from . import workloads as training_workloads
+from .config_check import check_amp_config
+from .stats import summarize_trials
 
 BASELINE = "fp32"
 STATUSES = ("ok", "nan", "oom", "unsupported", "compile_error", "error", "absent")
@@ -83,6 +84,7 @@ SERIES_COLUMNS = registry.TABLES["telemetry_amp"].all_columns
 
 
 # ---------------------------------------------------------------- modes and precision
+
 
 def amp_mode_name(dtype: str) -> str:
     return f"amp_{DTYPE_SHORT[dtype]}"
@@ -165,12 +167,13 @@ def grad_scaler(mode: str, policy, torch):
 
 # ---------------------------------------------------------------- data and models
 
+
 def _generator(torch, *parts):
     seed = zlib.crc32(json.dumps(parts).encode())
     return torch.Generator().manual_seed(seed)
 
 
-def _teacher_labels(torch, features, n_classes: int, gen) -> "torch.Tensor":
+def _teacher_labels(torch, features, n_classes: int, gen) -> Tensor:
     """Labels from a fixed random two-layer tanh network; logits are centred per class over the
     whole set so the classes come out roughly balanced."""
     n_in = features.shape[-1]
@@ -262,15 +265,19 @@ def loss_floor(workload: str, amp_cfg: dict, seed: int, torch) -> float:
         return math.nan
     g = training_workloads.gpt
     gen = _generator(torch, "amp-data", seed, workload, _data_keys(amp_cfg, workload))
-    successors, probs = g.markov_chain(training_workloads.sizes("gpt", amp_cfg)["vocab_size"],
-                                       amp_cfg["gpt"]["markov_branching"], gen, torch)
+    successors, probs = g.markov_chain(
+        training_workloads.sizes("gpt", amp_cfg)["vocab_size"], amp_cfg["gpt"]["markov_branching"], gen, torch
+    )
     return g.entropy_rate(successors, probs, torch)
 
 
 # workload -> model builder(amp_cfg, torch); tests may substitute one
-WORKLOADS = {"mlp": build_mlp, "transformer": build_transformer,
-             "gpt": lambda cfg, torch: training_workloads.build("gpt", cfg, torch),
-             "resnet": lambda cfg, torch: training_workloads.build("resnet", cfg, torch)}
+WORKLOADS = {
+    "mlp": build_mlp,
+    "transformer": build_transformer,
+    "gpt": lambda cfg, torch: training_workloads.build("gpt", cfg, torch),
+    "resnet": lambda cfg, torch: training_workloads.build("resnet", cfg, torch),
+}
 # the keys a workload's own section may set for its trials (None there: the amp.* value)
 TRIAL_KEYS = ("steps", "warmup_steps", "batch_size", "lr")
 
@@ -289,11 +296,18 @@ _FLOPS_CACHE: dict = {}
 def step_flops(workload: str, amp_cfg: dict, batch: int, torch) -> tuple[float, float]:
     """(FlopCounterMode's count, the analytic count) of one training step of ``batch`` examples; the
     analytic count only for gpt and resnet (NaN otherwise); NaN where the count fails."""
-    key = (workload, batch, json.dumps(amp_cfg.get(workload), sort_keys=True, default=str),
-           json.dumps(amp_cfg.get("data"), sort_keys=True))
+    key = (
+        workload,
+        batch,
+        json.dumps(amp_cfg.get(workload), sort_keys=True, default=str),
+        json.dumps(amp_cfg.get("data"), sort_keys=True),
+    )
     if key not in _FLOPS_CACHE:
-        analytic = (training_workloads.analytic_flops(workload, amp_cfg, batch)
-                    if workload in training_workloads.PRESETS else math.nan)
+        analytic = (
+            training_workloads.analytic_flops(workload, amp_cfg, batch)
+            if workload in training_workloads.PRESETS
+            else math.nan
+        )
         try:
             if workload in training_workloads.PRESETS:
                 counted = training_workloads.model_flops(workload, amp_cfg, batch, torch)
@@ -305,8 +319,9 @@ def step_flops(workload: str, amp_cfg: dict, batch: int, torch) -> tuple[float, 
     return _FLOPS_CACHE[key]
 
 
-def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch, *, rank: int = 0,
-                world_size: int = 1) -> "torch.Tensor":
+def batch_order(
+    n_train: int, batch_size: int, steps: int, seed: int, torch, *, rank: int = 0, world_size: int = 1
+) -> Tensor:
     """(steps, batch_size) example indices on the host: shuffled epochs of global batches
     (``batch_size`` x ``world_size``) from a generator seeded by ``seed`` alone, so every mode of a seed sees
     the same batches in the same order (last partial batch dropped); rank ``rank`` of a DDP world gets its
@@ -317,10 +332,11 @@ def batch_order(n_train: int, batch_size: int, steps: int, seed: int, torch, *, 
     epochs = -(-steps // per_epoch)
     idx = torch.cat([torch.randperm(n_train, generator=gen)[: per_epoch * global_batch] for _ in range(epochs)])
     order = idx[: steps * global_batch].view(steps, global_batch)
-    return order[:, rank * batch_size:(rank + 1) * batch_size].contiguous() if world_size > 1 else order
+    return order[:, rank * batch_size : (rank + 1) * batch_size].contiguous() if world_size > 1 else order
 
 
 # ---------------------------------------------------------------- one trial
+
 
 @dataclass(frozen=True)
 class Replica:
@@ -348,8 +364,17 @@ class Trial:
     seed: int
 
 
-def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, backend: Backend, threads: int,
-              steps_out: list, replica: Replica | None = None) -> dict:
+def run_trial(
+    trial: Trial,
+    amp_cfg: dict,
+    data: tuple,
+    policy: AmpPolicy,
+    *,
+    backend: Backend,
+    threads: int,
+    steps_out: list,
+    replica: Replica | None = None,
+) -> dict:
     """Train one model in one mode; append a row per step to ``steps_out``; return the trial row.
 
     With ``replica`` this process is one rank of a data-parallel trial (see ``Replica``); the rows then
@@ -360,8 +385,14 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     device, mode = trial.device, trial.mode
     n_steps, warmup = amp_cfg["steps"], amp_cfg["warmup_steps"]
     batch = amp_cfg["batch_size"]
-    key = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
-           "workload": trial.workload, "mode": mode, "seed": trial.seed}
+    key = {
+        "backend": trial.backend,
+        "device": device,
+        "device_name": trial.device_name,
+        "workload": trial.workload,
+        "mode": mode,
+        "seed": trial.seed,
+    }
     replica = replica or Replica()
     world = replica.world_size
     x_tr, y_tr, x_te, y_te = (t.to(device) for t in data)
@@ -414,9 +445,19 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
             finite = math.isfinite(loss_value)
             if not finite:
                 status, detail = "nan", f"loss {loss_value} at step {step}"
-            steps_out.append({**key, "step": step, "loss": loss_value, "step_s": step_s, "scale": step_scale,
-                              "skipped": skipped, "warmup": step < warmup, "status": status,
-                              "status_detail": detail})
+            steps_out.append(
+                {
+                    **key,
+                    "step": step,
+                    "loss": loss_value,
+                    "step_s": step_s,
+                    "scale": step_scale,
+                    "skipped": skipped,
+                    "warmup": step < warmup,
+                    "status": status,
+                    "status_detail": detail,
+                }
+            )
             if not finite:
                 break
 
@@ -427,8 +468,8 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
             correct, loss_sum = 0, 0.0
             with torch.no_grad(), autocast_context(mode, policy, torch):
                 for i in range(0, len(y_te), batch):  # the training batch: a compiled model keeps its shapes
-                    logits = model(x_te[i:i + batch]).float().flatten(0, -2)
-                    target = y_te[i:i + batch].flatten()
+                    logits = model(x_te[i : i + batch]).float().flatten(0, -2)
+                    target = y_te[i : i + batch].flatten()
                     correct += int((logits.argmax(1) == target).sum())
                     loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
             test_acc, test_loss = correct / y_te.numel(), loss_sum / y_te.numel()
@@ -440,46 +481,85 @@ def run_trial(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, ba
     step_ci = blocks.median_interval(steady)  # batch means over the steps in time order, or descriptive
     majority = float(np.bincount(data[3].numpy().ravel()).max() / data[3].numel())
     samples_per_s = batch * world / median_s if median_s > 0 else math.nan
-    per_example = (training_workloads.items_per_example(trial.workload, amp_cfg)
-                   if trial.workload in training_workloads.PRESETS else 1)
+    per_example = (
+        training_workloads.items_per_example(trial.workload, amp_cfg)
+        if trial.workload in training_workloads.PRESETS
+        else 1
+    )
     counted, analytic = step_flops(trial.workload, amp_cfg, batch, torch)
-    return {**key, "amp_dtype": amp_dtype, "allow_tf32": bool(allow_tf32),
-            "step_median_s": median_s, "step_iqr_s": iqr_s, "step_ci95_low_s": step_ci.low,
-            "step_ci95_high_s": step_ci.high, "step_ci_method": step_ci.method,
-            "step_lag1_autocorr": step_ci.lag1_autocorr,
-            "samples_per_s": samples_per_s,
-            "tokens_per_s": samples_per_s * per_example if trial.workload == "gpt" else math.nan,
-            "images_per_s": samples_per_s if trial.workload == "resnet" else math.nan,
-            "model_flops_per_step": counted * world, "analytic_flops_per_step": analytic * world,
-            "model_tflops_per_s": counted * world / median_s / 1e12 if median_s > 0 else math.nan,
-            "compile_s": (times[0] - median_s if is_compiled(mode) and times and median_s > 0 else math.nan),
-            "peak_mem_bytes": peak_bytes, "mem_kind": mem_kind,
-            "first_loss": losses[0] if losses else math.nan,
-            "final_loss": float(np.mean(losses[-FINAL_LOSS_STEPS:])) if losses else math.nan,
-            "test_loss": test_loss, "test_acc": test_acc, "majority_acc": majority,
-            "skipped_steps": skipped_steps if scaler is not None else 0,
-            "final_scale": scale, "threads": threads, "steps": len(losses), "warmup_steps": warmup,
-            "batch_size": batch, "status": status, "status_detail": detail}
+    return {
+        **key,
+        "amp_dtype": amp_dtype,
+        "allow_tf32": bool(allow_tf32),
+        "step_median_s": median_s,
+        "step_iqr_s": iqr_s,
+        "step_ci95_low_s": step_ci.low,
+        "step_ci95_high_s": step_ci.high,
+        "step_ci_method": step_ci.method,
+        "step_lag1_autocorr": step_ci.lag1_autocorr,
+        "samples_per_s": samples_per_s,
+        "tokens_per_s": samples_per_s * per_example if trial.workload == "gpt" else math.nan,
+        "images_per_s": samples_per_s if trial.workload == "resnet" else math.nan,
+        "model_flops_per_step": counted * world,
+        "analytic_flops_per_step": analytic * world,
+        "model_tflops_per_s": counted * world / median_s / 1e12 if median_s > 0 else math.nan,
+        "compile_s": (times[0] - median_s if is_compiled(mode) and times and median_s > 0 else math.nan),
+        "peak_mem_bytes": peak_bytes,
+        "mem_kind": mem_kind,
+        "first_loss": losses[0] if losses else math.nan,
+        "final_loss": float(np.mean(losses[-FINAL_LOSS_STEPS:])) if losses else math.nan,
+        "test_loss": test_loss,
+        "test_acc": test_acc,
+        "majority_acc": majority,
+        "skipped_steps": skipped_steps if scaler is not None else 0,
+        "final_scale": scale,
+        "threads": threads,
+        "steps": len(losses),
+        "warmup_steps": warmup,
+        "batch_size": batch,
+        "status": status,
+        "status_detail": detail,
+    }
 
 
-def run_trial_safely(trial: Trial, amp_cfg: dict, data: tuple, policy: AmpPolicy, *, backend: Backend, threads: int,
-                     steps_out: list, replica: Replica | None = None) -> dict:
+def run_trial_safely(
+    trial: Trial,
+    amp_cfg: dict,
+    data: tuple,
+    policy: AmpPolicy,
+    *,
+    backend: Backend,
+    threads: int,
+    steps_out: list,
+    replica: Replica | None = None,
+) -> dict:
     """``run_trial``, with any exception recorded as this trial's status (``oom`` or ``error``)."""
     try:
-        return run_trial(trial, amp_cfg, data, policy, backend=backend, threads=threads, steps_out=steps_out,
-                         replica=replica)
+        return run_trial(
+            trial, amp_cfg, data, policy, backend=backend, threads=threads, steps_out=steps_out, replica=replica
+        )
     except Exception as exc:  # one failed trial must not stop the others
         oom = backend.is_oom(exc)
         compile_failed = not oom and is_compiled(trial.mode) and is_compile_error(exc)
         if oom:
             with contextlib.suppress(Exception):
                 backend.empty_cache(trial.device)
-        return {"backend": trial.backend, "device": trial.device, "device_name": trial.device_name,
-                "workload": trial.workload, "mode": trial.mode, "seed": trial.seed,
-                "amp_dtype": policy.dtype if eager_mode(trial.mode).startswith("amp_") else "float32",
-                "threads": threads, "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
-                **({"status": "compile_error", "status_detail": compile_reason(exc)} if compile_failed else
-                   {"status": "oom" if oom else "error", "status_detail": first_line(exc)})}
+        return {
+            "backend": trial.backend,
+            "device": trial.device,
+            "device_name": trial.device_name,
+            "workload": trial.workload,
+            "mode": trial.mode,
+            "seed": trial.seed,
+            "amp_dtype": policy.dtype if eager_mode(trial.mode).startswith("amp_") else "float32",
+            "threads": threads,
+            "steps": sum(1 for s in steps_out if s["mode"] == trial.mode),
+            **(
+                {"status": "compile_error", "status_detail": compile_reason(exc)}
+                if compile_failed
+                else {"status": "oom" if oom else "error", "status_detail": first_line(exc)}
+            ),
+        }
 
 
 def trial_telemetry(window: dict, row: dict) -> dict:
@@ -494,6 +574,7 @@ def trial_telemetry(window: dict, row: dict) -> dict:
 
 
 # ---------------------------------------------------------------- batch size and MFU
+
 
 def find_max_batch(fits: Callable[[int], bool], limit: int, start: int = 1) -> int:
     """The largest batch in 1 .. ``limit`` for which ``fits(batch)`` holds (False: out of memory), assuming
@@ -522,13 +603,13 @@ def find_max_batch(fits: Callable[[int], bool], limit: int, start: int = 1) -> i
 PROBE_STEPS = 2  # training steps a probed batch must survive (the second holds the optimizer's state)
 
 
-def choose_batch(wl_cfg: dict, workload: str, mode: str, data: tuple, policy: AmpPolicy, backend: Backend,
-                 device: str, log=print) -> tuple[int, str]:
+def choose_batch(
+    wl_cfg: dict, workload: str, mode: str, data: tuple, policy: AmpPolicy, backend: Backend, device: str, log=print
+) -> tuple[int, str]:
     """(batch, how it was chosen): the configured batch (``fixed``), or with ``batch_size: max`` the largest
     that trains ``PROBE_STEPS`` steps without running out of memory, up to the training set (``max``)."""
     if wl_cfg["batch_size"] != "max":
         return int(wl_cfg["batch_size"]), "fixed"
-    torch = backend.torch
     limit = len(data[1])
 
     def fits(batch: int) -> bool:
@@ -551,8 +632,9 @@ def choose_batch(wl_cfg: dict, workload: str, mode: str, data: tuple, policy: Am
     return found, "max"
 
 
-def training_columns(row: dict, backend: Backend, info: dict, policy: AmpPolicy, threads: int, floor: float,
-                     amp_cfg: dict, workload: str) -> dict:
+def training_columns(
+    row: dict, backend: Backend, info: dict, policy: AmpPolicy, threads: int, floor: float, amp_cfg: dict, workload: str
+) -> dict:
     """The row's preset, peak TFLOP/s for its precision (``Backend.peak_tflops``), MFU = model FLOPs per second
     (FlopCounterMode's count) / that peak, and the loss floor of its data."""
     dtype = peak_dtype(row["mode"], policy)
@@ -563,8 +645,14 @@ def training_columns(row: dict, backend: Backend, info: dict, policy: AmpPolicy,
     achieved = row.get("model_tflops_per_s", math.nan)
     mfu = 100 * achieved / peak if peak and isinstance(achieved, float) and math.isfinite(achieved) else math.nan
     preset = training_workloads.sizes(workload, amp_cfg)["preset"] if workload in training_workloads.PRESETS else ""
-    return {"preset": preset, "peak_dtype": dtype, "peak_tflops": float(peak) if peak else math.nan,
-            "peak_source": str(source), "mfu_pct": mfu, "loss_floor_nats": floor}
+    return {
+        "preset": preset,
+        "peak_dtype": dtype,
+        "peak_tflops": float(peak) if peak else math.nan,
+        "peak_source": str(source),
+        "mfu_pct": mfu,
+        "loss_floor_nats": floor,
+    }
 
 
 # ---------------------------------------------------------------- one backend
@@ -605,37 +693,66 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
                         dev = {k: v for k, v in st.device_row(device).items() if k not in st.prov}
                     trial_steps: list = []
                     why_not = (unsupported if eager_mode(mode).startswith("amp_") else "") or (
-                        no_compile if is_compiled(mode) else "")
+                        no_compile if is_compiled(mode) else ""
+                    )
                     if why_not:  # a version floor or no C++ compiler for inductor: never run, said why
-                        row = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
-                               "workload": workload, "mode": mode, "seed": seed,
-                               "amp_dtype": policy.dtype if eager_mode(mode).startswith("amp_") else "float32",
-                               "threads": st.threads, "steps": 0, "status": "unsupported",
-                               "status_detail": why_not}
+                        row = {
+                            "backend": trial.backend,
+                            "device": device,
+                            "device_name": trial.device_name,
+                            "workload": workload,
+                            "mode": mode,
+                            "seed": seed,
+                            "amp_dtype": policy.dtype if eager_mode(mode).startswith("amp_") else "float32",
+                            "threads": st.threads,
+                            "steps": 0,
+                            "status": "unsupported",
+                            "status_detail": why_not,
+                        }
                     else:
                         probe = eager_mode(mode)  # a compiled mode trains the batch its eager mode found
                         if probe not in batches:
                             try:
-                                batches[probe] = choose_batch(wl_cfg, workload, probe, data, policy, backend, device,
-                                                              log)
+                                batches[probe] = choose_batch(
+                                    wl_cfg, workload, probe, data, policy, backend, device, log
+                                )
                             except Exception as exc:  # this mode's trials fail with the reason; others go on
                                 batches[probe] = (0, f"batch search failed: {first_line(exc)}")
                         batch, how = batches[probe]
                         if batch:
                             trial_cfg = {**wl_cfg, "batch_size": batch}
                             with st.telemetry(device).window() as window:  # what the device did during the trial
-                                row = run_trial_safely(trial, trial_cfg, data, policy, backend=backend,
-                                                       threads=st.threads, steps_out=trial_steps)
+                                row = run_trial_safely(
+                                    trial,
+                                    trial_cfg,
+                                    data,
+                                    policy,
+                                    backend=backend,
+                                    threads=st.threads,
+                                    steps_out=trial_steps,
+                                )
                             row.update(trial_telemetry(window.columns(), row))
                             row.update(batch_search=how)
                         else:
-                            row = {"backend": trial.backend, "device": device, "device_name": trial.device_name,
-                                   "workload": workload, "mode": mode, "seed": seed, "threads": st.threads,
-                                   "steps": 0, "status": "error", "status_detail": how, "batch_search": "max"}
+                            row = {
+                                "backend": trial.backend,
+                                "device": device,
+                                "device_name": trial.device_name,
+                                "workload": workload,
+                                "mode": mode,
+                                "seed": seed,
+                                "threads": st.threads,
+                                "steps": 0,
+                                "status": "error",
+                                "status_detail": how,
+                                "batch_search": "max",
+                            }
                     row.update(training_columns(row, backend, info, policy, st.threads, floor, amp_cfg, workload))
-                    log(f"amp {device} {workload} {mode} seed={seed}: {row['status']} "
+                    log(
+                        f"amp {device} {workload} {mode} seed={seed}: {row['status']} "
                         f"step={row.get('step_median_s', math.nan) * 1e3:.3g} ms acc={row.get('test_acc', math.nan):.3f}"
-                        + (f" ({row['status_detail']})" if row.get("status_detail") else ""))
+                        + (f" ({row['status_detail']})" if row.get("status_detail") else "")
+                    )
                     trial_steps = [{**dev, **r} for r in trial_steps]
                     row = {**dev, **row}
                     steps += trial_steps
@@ -646,6 +763,7 @@ def run_backend(st, *, checkpoint=None, log=print) -> tuple[list, list, dict]:
 
 
 # ---------------------------------------------------------------- CLI
+
 
 def add_arguments(p) -> None:
     add_device_stage_arguments(p)
@@ -671,8 +789,12 @@ def cli(args) -> int:
     atomic_write_csv(st.out_path(args.out_dir, "amp_trials"), pd.DataFrame(trials, columns=TRIALS_COLUMNS))
     atomic_write_csv(st.out_path(args.out_dir, "amp_summary"), summary_df.reindex(columns=SUMMARY_COLUMNS))
     atomic_write_csv(st.out_path(args.out_dir, "telemetry_amp"), st.telemetry_rows(), columns=SERIES_COLUMNS)
-    st.write_samples(args.out_dir, sample_table.from_series_rows(  # every step's time, per trial
-        "amp_trials", steps, index="step", value="step_s", steady=lambda r: not r.get("warmup")))
+    st.write_samples(
+        args.out_dir,
+        sample_table.from_series_rows(  # every step's time, per trial
+            "amp_trials", steps, index="step", value="step_s", steady=lambda r: not r.get("warmup")
+        ),
+    )
     for r in summary_df.reindex(columns=SUMMARY_COLUMNS).itertuples():
         print(f"{r.workload}: {r.verdict}" + (f" Note: {r.note}" if isinstance(r.note, str) and r.note else ""))
     return 0

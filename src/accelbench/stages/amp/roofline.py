@@ -43,9 +43,14 @@ def step_gemms(workload: str, amp_cfg: dict) -> list[Gemm]:
             p = f"layer{layer}"
             gemms += linear_gemms(f"{p}.qkv", tokens, dm, 3 * dm, True)
             bh = batch * heads
-            gemms += [Gemm(f"{p}.scores", s, s, dh, bh), Gemm(f"{p}.context", s, dh, s, bh),
-                      Gemm(f"{p}.scores.grad", s, s, dh, bh), Gemm(f"{p}.context.grad_v", s, dh, s, bh),
-                      Gemm(f"{p}.scores.grad_q", s, dh, s, bh), Gemm(f"{p}.scores.grad_k", s, dh, s, bh)]
+            gemms += [
+                Gemm(f"{p}.scores", s, s, dh, bh),
+                Gemm(f"{p}.context", s, dh, s, bh),
+                Gemm(f"{p}.scores.grad", s, s, dh, bh),
+                Gemm(f"{p}.context.grad_v", s, dh, s, bh),
+                Gemm(f"{p}.scores.grad_q", s, dh, s, bh),
+                Gemm(f"{p}.scores.grad_k", s, dh, s, bh),
+            ]
             gemms += linear_gemms(f"{p}.out", tokens, dm, dm, True)
             gemms += linear_gemms(f"{p}.ff_up", tokens, dm, ff, True)
             gemms += linear_gemms(f"{p}.ff_down", tokens, ff, dm, True)
@@ -82,8 +87,18 @@ def points(trials: pd.DataFrame, tables: dict) -> list[dict]:
         except (KeyError, TypeError, ValueError):
             continue
         r = g.iloc[0].to_dict()
-        out.append({**_where(r), "kind": "amp", "point": f"{workload} {mode}", "dtype": dtype, "flops": flops,
-                    "bytes": nbytes, "time_s": float(g["step_median_s"].mean()), "launches": launches})
+        out.append(
+            {
+                **_where(r),
+                "kind": "amp",
+                "point": f"{workload} {mode}",
+                "dtype": dtype,
+                "flops": flops,
+                "bytes": nbytes,
+                "time_s": float(g["step_median_s"].mean()),
+                "launches": launches,
+            }
+        )
     return out
 
 

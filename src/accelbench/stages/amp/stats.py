@@ -54,15 +54,19 @@ def baseline_of(mode: str, modes) -> str:
     if mode.endswith(COMPILED) and mode[: -len(COMPILED)] in set(modes):
         return mode[: -len(COMPILED)]
     return BASELINE
+
+
 # The speedup interval is a t-interval over the seed pairs of one process: the pairs are not separate runs and
 # their independence cannot be checked from a handful of seeds, so it is labelled descriptive (measure.blocks):
 # it covers seed-to-seed variation within this run, not run-to-run variation.
 CI_SEED_PAIRS = "descriptive"
 # what the report says under each table of speedup intervals
-SPEEDUP_CI_NOTE = ("95% CI (within run, descriptive): a Student-t interval over the seed pairs of this one run (the "
-                   "modes take turns within a seed, so slow drift hits both sides of a pair); it covers "
-                   "seed-to-seed variation within this process, not from one run to the next, which accelbench "
-                   "compare measures over several runs a side.")
+SPEEDUP_CI_NOTE = (
+    "95% CI (within run, descriptive): a Student-t interval over the seed pairs of this one run (the "
+    "modes take turns within a seed, so slow drift hits both sides of a pair); it covers "
+    "seed-to-seed variation within this process, not from one run to the next, which accelbench "
+    "compare measures over several runs a side."
+)
 # summary rows for modes that could not be compared
 STATUS_OK, STATUS_NO_PAIRS, STATUS_ABSENT = "ok", "no_pairs", "absent"
 
@@ -95,10 +99,22 @@ def _fmt_ci(low: float, high: float, fmt: str, sep: str = "-") -> str:
     return f"95% CI {low:{fmt}}{sep}{high:{fmt}}"
 
 
-def verdict_text(mode: str, device: str, speedup: float, ci: tuple[float, float], faster: str,
-                 parity: str, acc_diff: float, acc_ci: tuple[float, float], tolerance: float,
-                 baseline_step_s: float, baseline_acc: float, device_name: str = "", tf32_measured: bool = False,
-                 baseline_mode: str = BASELINE) -> str:
+def verdict_text(
+    mode: str,
+    device: str,
+    speedup: float,
+    ci: tuple[float, float],
+    faster: str,
+    parity: str,
+    acc_diff: float,
+    acc_ci: tuple[float, float],
+    tolerance: float,
+    baseline_step_s: float,
+    baseline_acc: float,
+    device_name: str = "",
+    tf32_measured: bool = False,
+    baseline_mode: str = BASELINE,
+) -> str:
     """One sentence a reader can quote, e.g. ``AMP (bf16) is 0.42x FP32 (slower, ...) on cpu; ...``."""
     word = {"yes": "faster", "no": "slower", "inconclusive": "no clear difference"}[faster]
     label = mode_label(mode)
@@ -108,9 +124,11 @@ def verdict_text(mode: str, device: str, speedup: float, ci: tuple[float, float]
         baseline = "FP32 baseline (TF32 off)" if tf32_measured else "FP32 baseline"
     else:
         baseline = f"{base_label} (eager) baseline"
-    return (f"{label} is {speedup:.2f}x {base_label} ({word}, {_fmt_ci(*ci, '.2f')}x) on {where}; "
-            f"accuracy parity within {tolerance:g}: {parity} (difference {acc_diff:+.3f}, {_fmt_ci(*acc_ci, '+.3f', '..')}); "
-            f"{baseline}: {baseline_step_s * 1e3:.3g} ms/step, held-out accuracy {baseline_acc:.3f}")
+    return (
+        f"{label} is {speedup:.2f}x {base_label} ({word}, {_fmt_ci(*ci, '.2f')}x) on {where}; "
+        f"accuracy parity within {tolerance:g}: {parity} (difference {acc_diff:+.3f}, {_fmt_ci(*acc_ci, '+.3f', '..')}); "
+        f"{baseline}: {baseline_step_s * 1e3:.3g} ms/step, held-out accuracy {baseline_acc:.3f}"
+    )
 
 
 def _failed_note(label: str, rows: pd.DataFrame) -> str:
@@ -118,7 +136,9 @@ def _failed_note(label: str, rows: pd.DataFrame) -> str:
     if bad.empty:
         return ""
     parts = [f"seed {int(r.seed)}: {r.status}" for r in bad.itertuples()]
-    return f"{len(bad)} of {len(rows)} {label} trials did not finish ({'; '.join(parts)}); they are left out of the pairs."
+    return (
+        f"{len(bad)} of {len(rows)} {label} trials did not finish ({'; '.join(parts)}); they are left out of the pairs."
+    )
 
 
 def summarize_trials(trials: pd.DataFrame, tolerance: float, amp_notes: dict | None = None) -> pd.DataFrame:
@@ -137,8 +157,9 @@ def summarize_trials(trials: pd.DataFrame, tolerance: float, amp_notes: dict | N
             baseline_mode = baseline_of(mode, all_modes)
             base = group[group["mode"] == baseline_mode].set_index("seed")
             cur = group[group["mode"] == mode].set_index("seed")
-            ok_seeds = [s for s in cur.index if s in base.index
-                        and cur.at[s, "status"] == "ok" and base.at[s, "status"] == "ok"]
+            ok_seeds = [
+                s for s in cur.index if s in base.index and cur.at[s, "status"] == "ok" and base.at[s, "status"] == "ok"
+            ]
             b, m = base.loc[ok_seeds], cur.loc[ok_seeds]
             speedup, s_low, s_high = speedup_ci(b["step_median_s"], m["step_median_s"])
             acc_diff, a_low, a_high = paired_diff_ci(m["test_acc"], b["test_acc"])
@@ -151,38 +172,74 @@ def summarize_trials(trials: pd.DataFrame, tolerance: float, amp_notes: dict | N
             notes.append(_failed_note(mode_label(mode), cur.reset_index()))
             notes.append(_failed_note(mode_label(baseline_mode), base.reset_index()))
             if len(ok_seeds) == 1:
-                notes.append("Only one seed pair: no confidence intervals, so faster and accuracy_parity are "
-                             "inconclusive by design; list more seeds in amp.seeds.")
+                notes.append(
+                    "Only one seed pair: no confidence intervals, so faster and accuracy_parity are "
+                    "inconclusive by design; list more seeds in amp.seeds."
+                )
             base_acc = float(b["test_acc"].mean()) if len(b) else math.nan
             majority = float(b["majority_acc"].mean()) if len(b) and "majority_acc" in b else math.nan
             if not math.isnan(base_acc) and not math.isnan(majority) and base_acc < majority + 0.1:
-                notes.append(f"The FP32 baseline barely learned (held-out accuracy {base_acc:.3f}, majority class "
-                             f"{majority:.3f}): accuracy parity says little here; raise amp.steps.")
+                notes.append(
+                    f"The FP32 baseline barely learned (held-out accuracy {base_acc:.3f}, majority class "
+                    f"{majority:.3f}): accuracy parity says little here; raise amp.steps."
+                )
             skipped = m["skipped_steps"]
             if mode.startswith("amp_fp16") and len(skipped) and skipped.sum() > 0:
-                notes.append(f"GradScaler skipped {int(skipped.sum())} steps over {len(skipped)} trials "
-                             f"(inf/NaN gradients; a few at the start are the scale calibrating).")
+                notes.append(
+                    f"GradScaler skipped {int(skipped.sum())} steps over {len(skipped)} trials "
+                    f"(inf/NaN gradients; a few at the start are the scale calibrating)."
+                )
             if ok_seeds:
-                verdict = verdict_text(mode, device, speedup, (s_low, s_high), faster, parity, acc_diff,
-                                       (a_low, a_high), tolerance, float(b["step_median_s"].mean()), base_acc,
-                                       device_name=str(device_name), tf32_measured="tf32" in set(group["mode"]),
-                                       baseline_mode=baseline_mode)
+                verdict = verdict_text(
+                    mode,
+                    device,
+                    speedup,
+                    (s_low, s_high),
+                    faster,
+                    parity,
+                    acc_diff,
+                    (a_low, a_high),
+                    tolerance,
+                    float(b["step_median_s"].mean()),
+                    base_acc,
+                    device_name=str(device_name),
+                    tf32_measured="tf32" in set(group["mode"]),
+                    baseline_mode=baseline_mode,
+                )
                 status = STATUS_OK
             else:
-                verdict = (f"No verdict for {mode_label(mode)} on {device}: no seed where both it and "
-                           f"{mode_label(baseline_mode)} finished.")
+                verdict = (
+                    f"No verdict for {mode_label(mode)} on {device}: no seed where both it and "
+                    f"{mode_label(baseline_mode)} finished."
+                )
                 status = STATUS_NO_PAIRS
-            rows.append({
-                "backend": backend, "device": device, "device_name": device_name, "workload": workload,
-                "mode": mode, "amp_dtype": amp_dtype, "baseline": baseline_mode, "trials": len(ok_seeds),
-                "step_s_mean": float(m["step_median_s"].mean()) if ok_seeds else math.nan,
-                "baseline_step_s_mean": float(b["step_median_s"].mean()) if ok_seeds else math.nan,
-                "speedup": speedup, "speedup_ci95_low": s_low, "speedup_ci95_high": s_high,
-                "speedup_ci_method": CI_SEED_PAIRS if not math.isnan(s_low) else "",
-                "test_acc_mean": float(m["test_acc"].mean()) if ok_seeds else math.nan,
-                "baseline_test_acc_mean": base_acc,
-                "acc_diff": acc_diff, "acc_diff_ci95_low": a_low, "acc_diff_ci95_high": a_high,
-                "accuracy_tolerance": tolerance, "faster": faster, "accuracy_parity": parity,
-                "verdict": verdict, "note": " ".join(n for n in notes if n), "status": status,
-            })
+            rows.append(
+                {
+                    "backend": backend,
+                    "device": device,
+                    "device_name": device_name,
+                    "workload": workload,
+                    "mode": mode,
+                    "amp_dtype": amp_dtype,
+                    "baseline": baseline_mode,
+                    "trials": len(ok_seeds),
+                    "step_s_mean": float(m["step_median_s"].mean()) if ok_seeds else math.nan,
+                    "baseline_step_s_mean": float(b["step_median_s"].mean()) if ok_seeds else math.nan,
+                    "speedup": speedup,
+                    "speedup_ci95_low": s_low,
+                    "speedup_ci95_high": s_high,
+                    "speedup_ci_method": CI_SEED_PAIRS if not math.isnan(s_low) else "",
+                    "test_acc_mean": float(m["test_acc"].mean()) if ok_seeds else math.nan,
+                    "baseline_test_acc_mean": base_acc,
+                    "acc_diff": acc_diff,
+                    "acc_diff_ci95_low": a_low,
+                    "acc_diff_ci95_high": a_high,
+                    "accuracy_tolerance": tolerance,
+                    "faster": faster,
+                    "accuracy_parity": parity,
+                    "verdict": verdict,
+                    "note": " ".join(n for n in notes if n),
+                    "status": status,
+                }
+            )
     return pd.DataFrame(rows)

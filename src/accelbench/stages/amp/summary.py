@@ -20,21 +20,39 @@ def summary_amp(tables, series) -> list[dict]:
         faster, parity = S.as_bool(r["faster"]), S.as_bool(r["accuracy_parity"])
         verdict_class = "good" if faster and parity else ("bad" if parity is False else "meh")
         speed = {True: "faster", False: "slower", None: "no clear difference"}[faster]
-        short = speed + {True: " · accuracy parity", False: " · accuracy lost",
-                         None: " · accuracy parity inconclusive"}[parity]
+        short = (
+            speed
+            + {True: " · accuracy parity", False: " · accuracy lost", None: " · accuracy parity inconclusive"}[parity]
+        )
         icon = "✗" if parity is False else {"faster": "✓", "slower": "▼"}.get(speed, "≈")
-        out.append({
-            "label": r["label"], "device_label": r["device_label"], "color": r["color"], "run_id": r["run_id"],
-            "device": r["device"], "first_of_device": r["label"] != previous, "verdict_short": short, "verdict_icon": icon,
-            "workload": r["workload"], "mode": r["mode"], "speedup": r["speedup"],
-            "speedup_text": S.fmt_num(r["speedup"], 3) + "×" if r["speedup"] == r["speedup"] else "—",
-            "speedup_ci": f"{S.fmt_num(r['speedup_ci95_low'], 3)}–{S.fmt_num(r['speedup_ci95_high'], 3)}",
-            "acc_diff_text": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.1f} pp",
-            "acc_ci": ("" if r["acc_diff_ci95_low"] != r["acc_diff_ci95_low"] else
-                       f"{r['acc_diff_ci95_low'] * 100:+.1f} to {r['acc_diff_ci95_high'] * 100:+.1f} pp"),
-            "faster": faster, "parity": parity, "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
-            "verdict_class": verdict_class, "trials": r["trials"],
-        })
+        out.append(
+            {
+                "label": r["label"],
+                "device_label": r["device_label"],
+                "color": r["color"],
+                "run_id": r["run_id"],
+                "device": r["device"],
+                "first_of_device": r["label"] != previous,
+                "verdict_short": short,
+                "verdict_icon": icon,
+                "workload": r["workload"],
+                "mode": r["mode"],
+                "speedup": r["speedup"],
+                "speedup_text": S.fmt_num(r["speedup"], 3) + "×" if r["speedup"] == r["speedup"] else "—",
+                "speedup_ci": f"{S.fmt_num(r['speedup_ci95_low'], 3)}–{S.fmt_num(r['speedup_ci95_high'], 3)}",
+                "acc_diff_text": "—" if r["acc_diff"] != r["acc_diff"] else f"{r['acc_diff'] * 100:+.1f} pp",
+                "acc_ci": (
+                    ""
+                    if r["acc_diff_ci95_low"] != r["acc_diff_ci95_low"]
+                    else f"{r['acc_diff_ci95_low'] * 100:+.1f} to {r['acc_diff_ci95_high'] * 100:+.1f} pp"
+                ),
+                "faster": faster,
+                "parity": parity,
+                "verdict": r["verdict"] if isinstance(r["verdict"], str) else "",
+                "verdict_class": verdict_class,
+                "trials": r["trials"],
+            }
+        )
         previous = r["label"]
     return out
 
@@ -57,8 +75,11 @@ def context(tables, series, ctx) -> dict:
 
 def headline(ctx, s) -> list[tuple[int, str]]:
     """The AMP speedup range of the device and whether accuracy held (rank 40, last)."""
-    a = [x for x in ctx["amp"] if x["run_id"] == s["run_id"] and x["device"] == s["device"]
-         and str(x["mode"]).startswith("amp")]
+    a = [
+        x
+        for x in ctx["amp"]
+        if x["run_id"] == s["run_id"] and x["device"] == s["device"] and str(x["mode"]).startswith("amp")
+    ]
     sp = [x["speedup"] for x in a if x["speedup"] == x["speedup"]]
     if not sp:
         return []

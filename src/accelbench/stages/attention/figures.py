@@ -39,7 +39,8 @@ def labelled(df: pd.DataFrame, series: pd.DataFrame | None) -> pd.DataFrame:
     if series is not None and not series.empty and {"run_id", "device", "label", "color"} <= set(series.columns):
         s = series[["run_id", "device", "label", "color"]].astype(str)
         out = out.drop(columns=[c for c in ("label", "color") if c in out.columns]).merge(
-            s, on=["run_id", "device"], how="left")
+            s, on=["run_id", "device"], how="left"
+        )
     else:
         out["label"], out["color"] = None, None
     out["label"], out["color"] = out["label"].astype(object), out["color"].astype(object)
@@ -63,8 +64,17 @@ def trusted(tables: dict) -> pd.DataFrame:
     if df is None or df.empty or "status" not in df.columns:
         return pd.DataFrame()
     df = df[df["status"].astype(str).isin(TRUSTED)].copy()
-    for c in ("seq_len_q", "tflops", "median_s", "ci95_low_s", "ci95_high_s", "flops", "head_dim",
-              "work_mem_bytes", "peak_mem_bytes"):
+    for c in (
+        "seq_len_q",
+        "tflops",
+        "median_s",
+        "ci95_low_s",
+        "ci95_high_s",
+        "flops",
+        "head_dim",
+        "work_mem_bytes",
+        "peak_mem_bytes",
+    ):
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")
     df["causal"] = df["causal"].astype(str).str.lower().isin(["true", "1", "1.0"])
@@ -131,9 +141,18 @@ def fig_tflops(plt, sns, tables, series):
             lo = np.where(np.isfinite(g["ci95_high_s"]), flops / g["ci95_high_s"].to_numpy(float) / 1e12, y)
             hi = np.where(np.isfinite(g["ci95_low_s"]), flops / g["ci95_low_s"].to_numpy(float) / 1e12, y)
             color = colors[(label, kernel, dtype)]
-            ax.errorbar(g["seq_len_q"], y, yerr=np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]),
-                        color=color, ls="--" if causal else "-", marker=KERNEL_MARKERS.get(kernel, "o"), ms=4,
-                        lw=1.5, capsize=2, alpha=1.0 if dtype != "float32" else 0.75)
+            ax.errorbar(
+                g["seq_len_q"],
+                y,
+                yerr=np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]),
+                color=color,
+                ls="--" if causal else "-",
+                marker=KERNEL_MARKERS.get(kernel, "o"),
+                ms=4,
+                lw=1.5,
+                capsize=2,
+                alpha=1.0 if dtype != "float32" else 0.75,
+            )
             key = (label, kernel, dtype)
             if key not in seen:
                 seen.add(key)
@@ -173,13 +192,27 @@ def fig_memory(plt, sns, tables, series):
         for (label, kernel, dtype), g in d.groupby(["label", "kernel", "dtype"], sort=True):
             g = g.sort_values("seq_len_q")
             color = colors[(label, kernel, dtype)]
-            ax.plot(g["seq_len_q"], g["mem_bytes"] / 2 ** 20, color=color, marker=KERNEL_MARKERS.get(kernel, "o"),
-                    ls="-" if kernel == "math" else "--", lw=1.5, ms=4)
+            ax.plot(
+                g["seq_len_q"],
+                g["mem_bytes"] / 2**20,
+                color=color,
+                marker=KERNEL_MARKERS.get(kernel, "o"),
+                ls="-" if kernel == "math" else "--",
+                lw=1.5,
+                ms=4,
+            )
             key = (label, kernel, dtype)
             if key not in seen:
                 seen.add(key)
-                handles.append(Line2D([0], [0], color=color, marker=KERNEL_MARKERS.get(kernel, "o"),
-                                      ls="-" if kernel == "math" else "--"))
+                handles.append(
+                    Line2D(
+                        [0],
+                        [0],
+                        color=color,
+                        marker=KERNEL_MARKERS.get(kernel, "o"),
+                        ls="-" if kernel == "math" else "--",
+                    )
+                )
                 kinds = ", ".join(sorted(set(g["mem_kind"].astype(str)) - {"", "nan"}))
                 labels.append(f"{label} · {kernel} · {DTYPE_LABEL.get(dtype, dtype)} ({kinds or 'counter?'})")
         _seq_axis(ax, d["seq_len_q"])

@@ -85,31 +85,48 @@ COLUMNS = [*TABLE.columns, *TABLE.extra]
 CHECKPOINT_KEY = ("device", *[c for c in IDENTITY if c != "device_name"])
 # First match wins: a point that did not run has exactly one of the first four.
 STATUS_PRECEDENCE = ("error", "oom", "unsupported", "absent", "invalid", "wrong_result", "unstable")
-SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
-                 "math": "MATH"}
+SDPA_BACKENDS = {
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "math": "MATH",
+}
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
 # SDPA kernels a backend's devices never have (torch has no memory-efficient or cuDNN kernel on the CPU, no cuDNN
 # on ROCm): left out of its plan. The backend classes hold no SDPA facts (yet), so they are this table.
 NEVER_KERNELS = {"cpu": ("efficient", "cudnn"), "rocm": ("cudnn",)}
 # Kernels a torch build may lack on a backend, and how to ask it: kernel -> (query(torch) -> bool, reason).
-KERNEL_QUERIES = {"cuda": {
-    "flash": (lambda t: t.backends.cuda.is_flash_attention_available(),
-              "flash attention is not compiled into this torch build"),
-    "cudnn": (lambda t: t.backends.cudnn.is_available(), "cuDNN is not available"),
-}}
+KERNEL_QUERIES = {
+    "cuda": {
+        "flash": (
+            lambda t: t.backends.cuda.is_flash_attention_available(),
+            "flash attention is not compiled into this torch build",
+        ),
+        "cudnn": (lambda t: t.backends.cudnn.is_available(), "cuDNN is not available"),
+    }
+}
 WARMUP_S = 0.05
 MAX_WARMUP_CALLS = 1000
 CHECK_ROWS = 128
-FULL_CHECK_SCORES = 2 ** 22  # b·h·s_q·s_k up to this: gradients checked at the point's own shape
+FULL_CHECK_SCORES = 2**22  # b·h·s_q·s_k up to this: gradients checked at the point's own shape
 GRAD_CHECK_SEQ = 256
 SAMPLES_KEY = sample_table.SAMPLES_KEY  # a row's per-block times, for the samples file only (never a CSV column)
 # torch's words for a kernel refusing a point; its RuntimeError says only "No viable backend ..." (CPU) or
 # "No available kernel. Aborting execution." (CUDA), the reasons come as warnings
-UNSUPPORTED_MARKERS = ("no viable backend", "no available kernel", "only supports", "not supported", "not implemented",
-                       "not compiled", "unsupported", "not available")
+UNSUPPORTED_MARKERS = (
+    "no viable backend",
+    "no available kernel",
+    "only supports",
+    "not supported",
+    "not implemented",
+    "not compiled",
+    "unsupported",
+    "not available",
+)
 
 
 # ---- pure logic ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Point:
@@ -125,8 +142,9 @@ class Point:
 
     @property
     def flops(self) -> float:
-        return attention_flops(self.batch, self.heads, self.seq_len_q, self.seq_len_k, self.head_dim, self.causal,
-                               self.mode)
+        return attention_flops(
+            self.batch, self.heads, self.seq_len_q, self.seq_len_k, self.head_dim, self.causal, self.mode
+        )
 
     @property
     def scores(self) -> int:
@@ -137,12 +155,15 @@ class Point:
         return asdict(self)
 
     def __str__(self) -> str:
-        return (f"{self.kernel} {self.dtype} {self.mode} b={self.batch} h={self.heads} s={self.seq_len_q}x"
-                f"{self.seq_len_k} d={self.head_dim}{' causal' if self.causal else ''}")
+        return (
+            f"{self.kernel} {self.dtype} {self.mode} b={self.batch} h={self.heads} s={self.seq_len_q}x"
+            f"{self.seq_len_k} d={self.head_dim}{' causal' if self.causal else ''}"
+        )
 
 
-def attention_flops(batch: int, heads: int, seq_len_q: int, seq_len_k: int, head_dim: int, causal: bool,
-                    mode: str = "forward") -> float:
+def attention_flops(
+    batch: int, heads: int, seq_len_q: int, seq_len_k: int, head_dim: int, causal: bool, mode: str = "forward"
+) -> float:
     """FLOP of one call by FlashAttention's benchmark convention (module docstring): forward
     4·b·h·s_q·s_k·d (two products of 2·s_q·s_k·d each per head), halved when causal; the backward is 2.5x
     the forward, so ``forward_backward`` is 3.5x."""
@@ -203,9 +224,15 @@ def batch_for(cfg: dict, seq_len: int) -> int:
 
 def plan_points(cfg: dict, kernels: list[str], dtypes: list[str]) -> list[Point]:
     """Every point, kernel by kernel and dtype by dtype, each sequence length ascending (s_q = s_k)."""
-    return [Point(kernel, dtype, mode, batch_for(cfg, s), int(cfg["heads"]), int(s), int(s), int(d), bool(c))
-            for kernel in kernels for dtype in dtypes for mode in cfg["modes"] for d in cfg["head_dims"]
-            for c in cfg["causal"] for s in sorted(cfg["seq_lens"])]
+    return [
+        Point(kernel, dtype, mode, batch_for(cfg, s), int(cfg["heads"]), int(s), int(s), int(d), bool(c))
+        for kernel in kernels
+        for dtype in dtypes
+        for mode in cfg["modes"]
+        for d in cfg["head_dims"]
+        for c in cfg["causal"]
+        for s in sorted(cfg["seq_lens"])
+    ]
 
 
 def _call_or_reason(fn, what: str) -> str | None:
@@ -261,9 +288,17 @@ def torch_reasons(caught) -> list[str]:
     return out[:3]
 
 
-def point_flags(*, tflops: float, peak_tflops: float | None, peak_is_bound: bool, rel_error: float,
-                rel_error_max: float, iqr_s: float, median_s: float,
-                unstable_iqr_ratio: float) -> tuple[list[str], list[str]]:
+def point_flags(
+    *,
+    tflops: float,
+    peak_tflops: float | None,
+    peak_is_bound: bool,
+    rel_error: float,
+    rel_error_max: float,
+    iqr_s: float,
+    median_s: float,
+    unstable_iqr_ratio: float,
+) -> tuple[list[str], list[str]]:
     """Conditions of a measured point (``invalid``, ``wrong_result``, ``unstable``) and why, one phrase each."""
     flags, why = [], []
     if peak_tflops and tflops > peak_tflops:
@@ -299,19 +334,49 @@ def warmup_calls(call_s: float, warmup_s: float = WARMUP_S) -> int:
 
 def empty_row(p: Point, threads: int, rel_error_max: float) -> dict:
     nan = math.nan
-    return {**p.columns(), "flops": p.flops, "threads": threads, "median_s": nan, "iqr_s": nan, "ci95_low_s": nan,
-            "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0, "tflops": nan,
-            "peak_tflops": nan, "peak_source": "",
-            "pct_of_peak": nan, "peak_mem_bytes": None, "work_mem_bytes": None, "mem_kind": "", "rel_error": nan,
-            "rel_error_max": rel_error_max, "status": "ok", "status_detail": "",
-            "sdpa_backend": SDPA_BACKENDS[p.kernel],
-            "torch_dtype": p.dtype, "min_bytes": min_bytes(p), "intensity_flop_per_byte": p.flops / min_bytes(p)}
+    return {
+        **p.columns(),
+        "flops": p.flops,
+        "threads": threads,
+        "median_s": nan,
+        "iqr_s": nan,
+        "ci95_low_s": nan,
+        "ci95_high_s": nan,
+        "ci_method": "",
+        "lag1_autocorr": nan,
+        "repeats": 0,
+        "blocks": 0,
+        "tflops": nan,
+        "peak_tflops": nan,
+        "peak_source": "",
+        "pct_of_peak": nan,
+        "peak_mem_bytes": None,
+        "work_mem_bytes": None,
+        "mem_kind": "",
+        "rel_error": nan,
+        "rel_error_max": rel_error_max,
+        "status": "ok",
+        "status_detail": "",
+        "sdpa_backend": SDPA_BACKENDS[p.kernel],
+        "torch_dtype": p.dtype,
+        "min_bytes": min_bytes(p),
+        "intensity_flop_per_byte": p.flops / min_bytes(p),
+    }
 
 
 # ---- one point ----------------------------------------------------------------------------------
 
-def measure_point(att, p: Point, *, settings: dict, peak: tuple, threads: int = 1, unavailable: str | None = None,
-                  free_bytes: float | None = None) -> dict:
+
+def measure_point(
+    att,
+    p: Point,
+    *,
+    settings: dict,
+    peak: tuple,
+    threads: int = 1,
+    unavailable: str | None = None,
+    free_bytes: float | None = None,
+) -> dict:
     """Measure one point on the device ``att`` drives (``TorchAttention`` for real; tests plant fakes with
     ``check(p) -> (rel_error, reasons)``, ``time(p, warmup) -> TimingStats``, ``memory(p) -> (peak, work, kind)``,
     ``probe(p) -> seconds``, ``free()`` and ``backend``); return its row (without provenance).
@@ -330,8 +395,11 @@ def measure_point(att, p: Point, *, settings: dict, peak: tuple, threads: int = 
         return done("unsupported", unavailable)
     need = predicted_bytes(p)
     if free_bytes is not None and need > settings["memory_fraction"] * free_bytes:
-        return done("oom", f"not run: predicted {need / 2 ** 30:.3g} GiB > attention.memory_fraction "
-                           f"{settings['memory_fraction']:g} of {free_bytes / 2 ** 30:.3g} GiB free")
+        return done(
+            "oom",
+            f"not run: predicted {need / 2**30:.3g} GiB > attention.memory_fraction "
+            f"{settings['memory_fraction']:g} of {free_bytes / 2**30:.3g} GiB free",
+        )
     reasons: list[str] = []
     fail = None
     try:
@@ -346,14 +414,32 @@ def measure_point(att, p: Point, *, settings: dict, peak: tuple, threads: int = 
         return done(*fail)
     att.free()
     tflops = p.flops / stats.median_s / 1e12
-    row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
-               repeats=stats.repeats, blocks=stats.blocks, tflops=tflops,
-               pct_of_peak=100 * tflops / peak_tflops if peak_tflops else math.nan, rel_error=rel_error,
-               peak_mem_bytes=peak_mem, work_mem_bytes=work_mem, mem_kind=mem_kind)
-    flags, why = point_flags(tflops=tflops, peak_tflops=peak_tflops, peak_is_bound=peak_is_bound,
-                             rel_error=rel_error, rel_error_max=row["rel_error_max"], iqr_s=stats.iqr_s,
-                             median_s=stats.median_s, unstable_iqr_ratio=settings["unstable_iqr_ratio"])
+    row.update(
+        median_s=stats.median_s,
+        iqr_s=stats.iqr_s,
+        ci95_low_s=stats.ci95_low_s,
+        ci95_high_s=stats.ci95_high_s,
+        ci_method=stats.ci_method,
+        lag1_autocorr=stats.lag1_autocorr,
+        repeats=stats.repeats,
+        blocks=stats.blocks,
+        tflops=tflops,
+        pct_of_peak=100 * tflops / peak_tflops if peak_tflops else math.nan,
+        rel_error=rel_error,
+        peak_mem_bytes=peak_mem,
+        work_mem_bytes=work_mem,
+        mem_kind=mem_kind,
+    )
+    flags, why = point_flags(
+        tflops=tflops,
+        peak_tflops=peak_tflops,
+        peak_is_bound=peak_is_bound,
+        rel_error=rel_error,
+        rel_error_max=row["rel_error_max"],
+        iqr_s=stats.iqr_s,
+        median_s=stats.median_s,
+        unstable_iqr_ratio=settings["unstable_iqr_ratio"],
+    )
     row.update(status=classify(flags), status_detail="; ".join(why))
     row[SAMPLES_KEY] = list(stats.samples_s)
     return row
@@ -361,11 +447,23 @@ def measure_point(att, p: Point, *, settings: dict, peak: tuple, threads: int = 
 
 # ---- the sweep ----------------------------------------------------------------------------------
 
-def sweep(devices: list[str], points: list[Point], settings: dict, *, att_for: Callable[[str], object],
-          device_row: Callable[[str], dict], peak_for: Callable[[str, str], tuple],
-          unavailable: dict[str, str | None], checkpoint, config_hash: str, threads: int = 1,
-          free_for: Callable[[str], float | None] = lambda d: None, point: Callable[..., dict] = measure_point,
-          log: Callable[[str], None] = print) -> list[dict]:
+
+def sweep(
+    devices: list[str],
+    points: list[Point],
+    settings: dict,
+    *,
+    att_for: Callable[[str], object],
+    device_row: Callable[[str], dict],
+    peak_for: Callable[[str, str], tuple],
+    unavailable: dict[str, str | None],
+    checkpoint,
+    config_hash: str,
+    threads: int = 1,
+    free_for: Callable[[str], float | None] = lambda d: None,
+    point: Callable[..., dict] = measure_point,
+    log: Callable[[str], None] = print,
+) -> list[dict]:
     """Every device x point; a point in ``checkpoint`` under the same ``config_hash`` is taken from it. Each
     new point is checkpointed as soon as it is done."""
     rows = []
@@ -388,13 +486,22 @@ def sweep(devices: list[str], points: list[Point], settings: dict, *, att_for: C
             if p.dtype not in peaks:
                 peaks[p.dtype] = peak_for(device, p.dtype)
             started = time.perf_counter()
-            measured = point(att, p, settings=settings, peak=peaks[p.dtype], threads=threads,
-                             unavailable=unavailable.get(p.kernel), free_bytes=free_for(device))
+            measured = point(
+                att,
+                p,
+                settings=settings,
+                peak=peaks[p.dtype],
+                threads=threads,
+                unavailable=unavailable.get(p.kernel),
+                free_bytes=free_for(device),
+            )
             row = {**base, **measured}
             checkpoint.add(row)
             rows.append(row)
-            log(f"{STAGE} {device} {p}: {row['status']} tflops={row['tflops']:.4g} "
-                f"(took {time.perf_counter() - started:.3g} s) {row['status_detail']}".rstrip())
+            log(
+                f"{STAGE} {device} {p}: {row['status']} tflops={row['tflops']:.4g} "
+                f"(took {time.perf_counter() - started:.3g} s) {row['status_detail']}".rstrip()
+            )
     return rows
 
 
@@ -414,6 +521,7 @@ class _Unusable:
 
 # ---- the device side: torch -----------------------------------------------------------------------
 
+
 class TorchAttention:
     """Inputs, the timed call, the float64 check and the memory reading of one point on ``device``.
     Device specifics (synchronization, the reference device, memory counters, XLA's graph cut) come from
@@ -430,7 +538,7 @@ class TorchAttention:
         self._sdpb, self._sdpa_kernel, self._sdpa = SDPBackend, sdpa_kernel, F.scaled_dot_product_attention
 
     def _seed(self, *parts) -> int:
-        return (self.seed * 1_000_003 + zlib.crc32(repr(parts).encode())) % (2 ** 63)
+        return (self.seed * 1_000_003 + zlib.crc32(repr(parts).encode())) % (2**63)
 
     def kernel(self, p: Point):
         """The context that allows only ``p.kernel``."""
@@ -446,8 +554,10 @@ class TorchAttention:
         shape_q = (p.batch, p.heads, p.seq_len_q, p.head_dim)
         shape_k = (p.batch, p.heads, p.seq_len_k, p.head_dim)
         grad = p.mode == "forward_backward"
-        out = {name: t.randn(*shape, device=dev, dtype=t.float32).to(dtype).requires_grad_(grad)
-               for name, shape in (("q", shape_q), ("k", shape_k), ("v", shape_k))}
+        out = {
+            name: t.randn(*shape, device=dev, dtype=t.float32).to(dtype).requires_grad_(grad)
+            for name, shape in (("q", shape_q), ("k", shape_k), ("v", shape_k))
+        }
         out["g"] = t.randn(*shape_q, device=dev, dtype=t.float32).to(dtype) if grad else None
         return out
 
@@ -456,18 +566,21 @@ class TorchAttention:
         sdpa, grad, cut, causal = self._sdpa, self.torch.autograd.grad, self.cut, p.causal
         q, k, v, g = x["q"], x["k"], x["v"], x["g"]
         if p.mode == "forward":
+
             def fn():
                 out = sdpa(q, k, v, is_causal=causal)
                 if cut is not None:
                     cut()
                 return out
         else:
+
             def fn():
                 out = sdpa(q, k, v, is_causal=causal)
                 grads = grad(out, (q, k, v), g)
                 if cut is not None:
                     cut()
                 return out, grads
+
         return fn
 
     def _rel(self, got, ref) -> float:
@@ -516,8 +629,17 @@ class TorchAttention:
         (``x``), or of a call on ``GRAD_CHECK_SEQ`` tokens when the point is too large for a float64 copy."""
         t = self.torch
         if x is None:
-            small = Point(p.kernel, p.dtype, p.mode, 1, min(p.heads, 2), min(p.seq_len_q, GRAD_CHECK_SEQ),
-                          min(p.seq_len_k, GRAD_CHECK_SEQ), p.head_dim, p.causal)
+            small = Point(
+                p.kernel,
+                p.dtype,
+                p.mode,
+                1,
+                min(p.heads, 2),
+                min(p.seq_len_q, GRAD_CHECK_SEQ),
+                min(p.seq_len_k, GRAD_CHECK_SEQ),
+                p.head_dim,
+                p.causal,
+            )
             x = self.inputs(small)
             with self.kernel(small):
                 result = self.call(small, x)()
@@ -598,6 +720,7 @@ def _malloc_trim() -> None:
 
 # ---- the stage ----------------------------------------------------------------------------------
 
+
 def peak_for(backend, info: dict, dtype: str, threads: int, overrides: dict) -> tuple[float | None, str, bool]:
     """(peak TFLOP/s or None, its source, whether it bounds the device): ``attention.peak_tflops`` first,
     then the backend's table (as matmul: a CPU peak from a clock that is not the maximum is no bound)."""
@@ -624,8 +747,11 @@ def add_arguments(p) -> None:
 
 def write(st, out_dir: str, rows: list[dict]) -> None:
     """The table (``attention_<backend>.csv``) and its raw samples (``measure.samples``), registry file names."""
-    atomic_write_csv(st.out_path(out_dir, TABLE.name), [{k: v for k, v in r.items() if k != SAMPLES_KEY}
-                                                       for r in rows], columns=COLUMNS)
+    atomic_write_csv(
+        st.out_path(out_dir, TABLE.name),
+        [{k: v for k, v in r.items() if k != SAMPLES_KEY} for r in rows],
+        columns=COLUMNS,
+    )
     st.write_samples(out_dir, sample_table.from_block_rows(TABLE.name, rows))
 
 
@@ -637,9 +763,12 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
         log(f"{STAGE}: {st.absent_reason}")
         return rows
     cfg = sweep_config({**PLUGIN.defaults, **(st.config.get(PLUGIN.config_key) or {})}, st.backend.name)
-    settings = {"rel_error_max": {**PLUGIN.defaults["rel_error_max"], **(cfg.get("rel_error_max") or {})},
-                "unstable_iqr_ratio": float(cfg["unstable_iqr_ratio"]),
-                "memory_fraction": float(cfg["memory_fraction"]), "min_run_time_s": float(cfg["min_run_time_s"])}
+    settings = {
+        "rel_error_max": {**PLUGIN.defaults["rel_error_max"], **(cfg.get("rel_error_max") or {})},
+        "unstable_iqr_ratio": float(cfg["unstable_iqr_ratio"]),
+        "memory_fraction": float(cfg["memory_fraction"]),
+        "min_run_time_s": float(cfg["min_run_time_s"]),
+    }
     torch = st.backend.torch
     kernels = device_kernels(torch, st.backend.name, cfg["kernels"])
     points = plan_points(cfg, [k for k, _ in kernels], plan_dtypes(cfg, torch))
@@ -648,8 +777,12 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
     def att_for(device):
         # at most 10 x min_run_time_s (at least 0.2 s) of timed blocks per point, where the Measurer's own floor is
         # 1 s: a busy host's slow calls cost a point its interval, not the pipeline its time budget
-        measurer = Measurer(st.backend.synced_timer(device), min_run_time_s=float(cfg["min_run_time_s"]),
-                            threads=st.threads, max_run_time_s=max(0.2, 10 * float(cfg["min_run_time_s"])))
+        measurer = Measurer(
+            st.backend.synced_timer(device),
+            min_run_time_s=float(cfg["min_run_time_s"]),
+            threads=st.threads,
+            max_run_time_s=max(0.2, 10 * float(cfg["min_run_time_s"])),
+        )
         return TorchAttention(device, st.backend, measurer=measurer, seed=int(st.config.get("seed", 0)))
 
     def free_for(device):
@@ -658,10 +791,20 @@ def run_stage(st, out_dir: str, checkpoint_path: str | None = None, log: Callabl
         except Exception:  # unknown: no memory guard
             return None
 
-    rows = sweep(st.devices, points, settings, att_for=att_for, device_row=st.device_row,
-                 peak_for=lambda d, dt: peak_for(st.backend, st.info(d), dt, st.threads, cfg.get("peak_tflops")),
-                 unavailable=dict(kernels), checkpoint=checkpoint, config_hash=st.run_info["config_hash"],
-                 threads=st.threads, free_for=free_for, log=log)
+    rows = sweep(
+        st.devices,
+        points,
+        settings,
+        att_for=att_for,
+        device_row=st.device_row,
+        peak_for=lambda d, dt: peak_for(st.backend, st.info(d), dt, st.threads, cfg.get("peak_tflops")),
+        unavailable=dict(kernels),
+        checkpoint=checkpoint,
+        config_hash=st.run_info["config_hash"],
+        threads=st.threads,
+        free_for=free_for,
+        log=log,
+    )
     write(st, out_dir, rows)
     return rows
 

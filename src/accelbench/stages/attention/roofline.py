@@ -24,10 +24,22 @@ def points(df: pd.DataFrame, tables: dict) -> list[dict]:
         if not (math.isfinite(flops) and math.isfinite(nbytes) and nbytes > 0):
             continue
         causal = str(r.get("causal")).lower() in ("true", "1")
-        label = (f"{r['kernel']} {r['mode']} s={int(_num(r['seq_len_q']))} d={int(_num(r['head_dim']))}"
-                 + (" causal" if causal else ""))
-        out.append({**{c: r.get(c, "") for c in ("run_id", "backend", "device", "device_name")},
-                    "kind": "attention", "point": label, "dtype": r["dtype"], "m": math.nan, "n": math.nan,
-                    "k": math.nan, "flops": flops, "bytes": nbytes, "time_s": _num(r["median_s"]),
-                    "launches": LAUNCHES.get(str(r["mode"]), 1)})
+        label = f"{r['kernel']} {r['mode']} s={int(_num(r['seq_len_q']))} d={int(_num(r['head_dim']))}" + (
+            " causal" if causal else ""
+        )
+        out.append(
+            {
+                **{c: r.get(c, "") for c in ("run_id", "backend", "device", "device_name")},
+                "kind": "attention",
+                "point": label,
+                "dtype": r["dtype"],
+                "m": math.nan,
+                "n": math.nan,
+                "k": math.nan,
+                "flops": flops,
+                "bytes": nbytes,
+                "time_s": _num(r["median_s"]),
+                "launches": LAUNCHES.get(str(r["mode"]), 1),
+            }
+        )
     return out

@@ -23,7 +23,7 @@ from ...run.runinfo import parse_config_json
 from .plan import NODE_FILE
 from .verdict import BASELINE_COLUMNS, NodeRecord, Rule, baseline_of, evaluate
 
-VERDICTS_FILE = "fleet.csv"     # one row per node (verdict.VERDICT_COLUMNS)
+VERDICTS_FILE = "fleet.csv"  # one row per node (verdict.VERDICT_COLUMNS)
 POINTS_FILE = "fleet_points.csv"  # device and node level headlines, medians, MADs and flags
 
 
@@ -69,8 +69,15 @@ def read_records(folder: Path) -> list[NodeRecord]:
         except (OSError, ValueError) as exc:
             records.append(NodeRecord(path.parent.name, "failed", f"unreadable {path.name}: {exc}"))
             continue
-        records.append(NodeRecord(str(d.get("node") or path.parent.name), str(d.get("state") or "failed"),
-                                  str(d.get("error") or ""), str(d.get("run_id") or ""), str(d.get("job_id") or "")))
+        records.append(
+            NodeRecord(
+                str(d.get("node") or path.parent.name),
+                str(d.get("state") or "failed"),
+                str(d.get("error") or ""),
+                str(d.get("run_id") or ""),
+                str(d.get("job_id") or ""),
+            )
+        )
     return records
 
 
@@ -79,12 +86,16 @@ def read_baseline(path: str) -> pd.DataFrame | None:
         return None
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"fleet.baseline: {path!r} does not exist; allowed: a CSV from accelbench fleet --save-baseline")
+        raise ConfigError(
+            f"fleet.baseline: {path!r} does not exist; allowed: a CSV from accelbench fleet --save-baseline"
+        )
     df = pd.read_csv(p)
     missing = [c for c in BASELINE_COLUMNS if c not in df.columns]
     if missing:
-        raise ConfigError(f"fleet.baseline: {path!r} lacks column(s) {', '.join(missing)}; allowed: a CSV from "
-                          "accelbench fleet --save-baseline")
+        raise ConfigError(
+            f"fleet.baseline: {path!r} lacks column(s) {', '.join(missing)}; allowed: a CSV from "
+            "accelbench fleet --save-baseline"
+        )
     return df
 
 
@@ -96,12 +107,15 @@ def judge_folder(folder: Path, config: dict, save_baseline: str | None = None, o
     tables, _ = aggregate(folder)
     records = read_records(folder)
     if tables["runs"].empty and not records:
-        raise ConfigError(f"results: {str(folder)!r} holds no node result (no run.json, no {NODE_FILE}); allowed: "
-                          "a folder written by accelbench fleet --submit, or run folders")
+        raise ConfigError(
+            f"results: {str(folder)!r} holds no node result (no run.json, no {NODE_FILE}); allowed: "
+            "a folder written by accelbench fleet --submit, or run folders"
+        )
     result = evaluate(tables, records, Rule.from_config(config["fleet"]), baseline)
     if result.points["value"].notna().sum() == 0 and all(r.state == "ok" for r in records):
-        raise ConfigError(f"results: {str(folder)!r} holds no headline value of any node; allowed: runs of the "
-                          "fleet check's stages")
+        raise ConfigError(
+            f"results: {str(folder)!r} holds no headline value of any node; allowed: runs of the fleet check's stages"
+        )
     atomic_write_csv(folder / VERDICTS_FILE, result.verdicts)
     atomic_write_csv(folder / POINTS_FILE, result.judged)
     if save_baseline:
@@ -115,8 +129,10 @@ def format_table(verdicts: pd.DataFrame) -> str:
     for _, r in verdicts.iterrows():
         lines.append(f"{r['node']:<16} {r['verdict']:<10} {r['detail']}")
     counts = verdicts["verdict"].value_counts()
-    lines.append(f"{len(verdicts)} node(s): " + ", ".join(f"{counts[v]} {v}" for v in
-                                                         ("healthy", "slow", "throttled", "failed") if v in counts))
+    lines.append(
+        f"{len(verdicts)} node(s): "
+        + ", ".join(f"{counts[v]} {v}" for v in ("healthy", "slow", "throttled", "failed") if v in counts)
+    )
     return "\n".join(lines)
 
 

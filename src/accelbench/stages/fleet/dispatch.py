@@ -28,22 +28,51 @@ from .plan import NODE_FILE
 FLEET_FILE = "fleet.json"
 CONFIG_FILE = "fleet_config.json"
 JOB_SCRIPT = "fleet_job.sh"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-            "PREEMPTED", "REVOKED", "SPECIAL_EXIT")
+TERMINAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+    "REVOKED",
+    "SPECIAL_EXIT",
+)
 
 
 def job_script(folder: Path, config_file: Path) -> str:
     """The node job: this Python, this accelbench, the node's check (every argument quoted)."""
-    argv = [sys.executable, "-m", "accelbench", "fleet", str(folder.resolve()), "--node", "--configfile",
-            str(config_file.resolve())]
+    argv = [
+        sys.executable,
+        "-m",
+        "accelbench",
+        "fleet",
+        str(folder.resolve()),
+        "--node",
+        "--configfile",
+        str(config_file.resolve()),
+    ]
     return "#!/bin/sh\n# written by accelbench fleet --submit\nexec " + " ".join(map(shlex.quote, argv)) + "\n"
 
 
 def sbatch_argv(node: str, fleet: dict, folder: Path, script: Path) -> list[str]:
     out = folder.resolve() / node / "job.log"
-    argv = ["sbatch", "--parsable", f"--job-name=accelbench-fleet-{folder.name}"[:120], f"--nodelist={node}",
-            "--nodes=1", "--ntasks=1", "--exclusive", f"--time={fleet['runtime_min']}", f"--mem={fleet['mem_mb']}M",
-            f"--output={out}", "--export=ALL"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name=accelbench-fleet-{folder.name}"[:120],
+        f"--nodelist={node}",
+        "--nodes=1",
+        "--ntasks=1",
+        "--exclusive",
+        f"--time={fleet['runtime_min']}",
+        f"--mem={fleet['mem_mb']}M",
+        f"--output={out}",
+        "--export=ALL",
+    ]
     if fleet["partition"]:
         argv.append(f"--partition={fleet['partition']}")
     return [*argv, str(script.resolve())]
@@ -86,8 +115,10 @@ def submit(folder: Path, config: dict, log=print, poll_s: float = 2.0) -> dict:
     """Submit every node's check, wait for all (or the deadline), write each node's fleet_node.json."""
     fleet = config["fleet"]
     if (folder / FLEET_FILE).exists():
-        raise ConfigError(f"results: {str(folder)!r} already holds a fleet check ({FLEET_FILE}); allowed: a new "
-                          "folder (judge this one without --submit)")
+        raise ConfigError(
+            f"results: {str(folder)!r} already holds a fleet check ({FLEET_FILE}); allowed: a new "
+            "folder (judge this one without --submit)"
+        )
     nodes = plan.resolve_nodes(fleet)
     for n in nodes:  # every node's config, checked before the first job
         plan.node_config(config, plan.run_id(folder.name, n.name))
@@ -97,8 +128,13 @@ def submit(folder: Path, config: dict, log=print, poll_s: float = 2.0) -> dict:
     atomic_write_text(script, job_script(folder, config_file))
     script.chmod(0o755)
     jobs: dict[str, str] = {}
-    request = {"nodes": [n.name for n in nodes], "partition": fleet["partition"], "states": {n.name: n.state for n in nodes},
-               "submitted_unix_s": time.time(), "jobs": jobs}
+    request = {
+        "nodes": [n.name for n in nodes],
+        "partition": fleet["partition"],
+        "states": {n.name: n.state for n in nodes},
+        "submitted_unix_s": time.time(),
+        "jobs": jobs,
+    }
     for n in nodes:
         rid = plan.run_id(folder.name, n.name)
         why = n.unreachable
@@ -132,9 +168,14 @@ def submit(folder: Path, config: dict, log=print, poll_s: float = 2.0) -> dict:
             for node, jid in waiting.items():
                 state, reason = states.get(jid, ("?", ""))
                 plan.run_slurm(["scancel", jid])
-                write_record(folder, node, state="failed",
-                             error=f"job {jid} not done within fleet.timeout_s ({fleet['timeout_s']} s): {state}"
-                                   + (f" ({reason})" if reason and reason != "None" else "") + "; cancelled")
+                write_record(
+                    folder,
+                    node,
+                    state="failed",
+                    error=f"job {jid} not done within fleet.timeout_s ({fleet['timeout_s']} s): {state}"
+                    + (f" ({reason})" if reason and reason != "None" else "")
+                    + "; cancelled",
+                )
                 log(f"fleet: {node}: job {jid} {state} past the deadline; cancelled")
             break
         time.sleep(poll_s)
@@ -151,6 +192,7 @@ def finish(folder: Path, node: str, jid: str, state: str, log) -> None:
         log(f"fleet: {node}: job {jid} {state}: {rec['state']}")
         return
     tail = _log_tail(folder / node / "job.log")
-    write_record(folder, node, state="failed",
-                 error=f"job {jid} ended {state} without a result" + (f": {tail}" if tail else ""))
+    write_record(
+        folder, node, state="failed", error=f"job {jid} ended {state} without a result" + (f": {tail}" if tail else "")
+    )
     log(f"fleet: {node}: job {jid} ended {state} without a result")

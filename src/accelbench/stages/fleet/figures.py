@@ -14,8 +14,11 @@ def heat_matrix(result):
     """node x metric: each node's headline as a percentage of the fleet median (100: the median; below: worse,
     whichever way the metric goes), flagged nodes first; and the nodes' verdicts in that order."""
     nodes = result.judged[result.judged["level"] == "node"].copy()
-    good = np.where(nodes["higher_is_better"].astype(bool), nodes["value"] / nodes["fleet_median"],
-                    nodes["fleet_median"] / nodes["value"])
+    good = np.where(
+        nodes["higher_is_better"].astype(bool),
+        nodes["value"] / nodes["fleet_median"],
+        nodes["fleet_median"] / nodes["value"],
+    )
     nodes["pct"] = 100.0 * good
     matrix = nodes.pivot_table(index="node", columns="metric", values="pct", aggfunc="first")
     verdict = dict(zip(result.verdicts["node"], result.verdicts["verdict"]))
@@ -30,8 +33,19 @@ def fig_fleet(plt, sns, tables, series):
         return _message(plt, title, "The runs come from one node: no fleet to compare.")
     matrix, verdicts = heat_matrix(result)
     fig, ax = plt.subplots(figsize=(1.1 * max(4, matrix.shape[1]) + 3, 0.45 * max(3, len(matrix)) + 2))
-    sns.heatmap(matrix, ax=ax, cmap="RdYlGn", vmin=50, vmax=150, center=100, annot=True, fmt=".0f",
-                cbar_kws={"label": "% of the fleet median (higher: better)"}, linewidths=0.5, linecolor="white")
+    sns.heatmap(
+        matrix,
+        ax=ax,
+        cmap="RdYlGn",
+        vmin=50,
+        vmax=150,
+        center=100,
+        annot=True,
+        fmt=".0f",
+        cbar_kws={"label": "% of the fleet median (higher: better)"},
+        linewidths=0.5,
+        linecolor="white",
+    )
     ax.set_yticklabels([f"{n} ({v})" for n, v in zip(matrix.index, verdicts)], rotation=0)
     ax.set_xlabel("headline metric")
     ax.set_ylabel("node (verdict)")

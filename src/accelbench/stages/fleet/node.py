@@ -29,8 +29,11 @@ from .plan import NODE_FILE
 
 def node_name() -> str:
     """This node's name: ACCELBENCH_FLEET_NODE (Kubernetes: the pod's spec.nodeName), SLURM's, else the host's."""
-    return (os.environ.get("ACCELBENCH_FLEET_NODE") or os.environ.get("SLURMD_NODENAME")
-            or socket.gethostname().split(".")[0])
+    return (
+        os.environ.get("ACCELBENCH_FLEET_NODE")
+        or os.environ.get("SLURMD_NODENAME")
+        or socket.gethostname().split(".")[0]
+    )
 
 
 def threads_granted(config: dict) -> int:
@@ -57,8 +60,19 @@ def check_one(run_dir: Path, config: dict, run: str, threads: int, log=print) ->
     run_file = str(run_dir / registry.RUN_FILE)
     cfg = plan.node_config(config, run)
     cfg["cpu_threads"] = threads
-    _call(registry.STAGES["run-info"].module, ["--config-json", json.dumps(cfg), "--run", run, "--out", run_file,
-                                               "--stages", ",".join(s.name for s in registry.FLEET_STAGES)])
+    _call(
+        registry.STAGES["run-info"].module,
+        [
+            "--config-json",
+            json.dumps(cfg),
+            "--run",
+            run,
+            "--out",
+            run_file,
+            "--stages",
+            ",".join(s.name for s in registry.FLEET_STAGES),
+        ],
+    )
     _call(registry.STAGES["detect"].module, ["--run-file", run_file, "--out", str(run_dir / registry.DEVICES_FILE)])
     errors = []
     for stage in registry.FLEET_STAGES:
@@ -67,8 +81,19 @@ def check_one(run_dir: Path, config: dict, run: str, threads: int, log=print) ->
                 continue
             t0 = time.monotonic()
             try:
-                rc = _call(stage.module, ["--run-file", run_file, "--backend", backend, "--threads", str(threads),
-                                          "--out-dir", str(run_dir)])
+                rc = _call(
+                    stage.module,
+                    [
+                        "--run-file",
+                        run_file,
+                        "--backend",
+                        backend,
+                        "--threads",
+                        str(threads),
+                        "--out-dir",
+                        str(run_dir),
+                    ],
+                )
                 if rc:
                     errors.append(f"{stage.name} {backend}: exit {rc}")
             except Exception as exc:  # one stage's failure is that stage's: the others still run
@@ -95,8 +120,15 @@ def run_node_check(folder: Path, config: dict, log=print) -> int:
     node = node_name()
     node_dir = folder / node
     node_dir.mkdir(parents=True, exist_ok=True)
-    record = {"node": node, "state": "running", "error": "", "job_id": os.environ.get("SLURM_JOB_ID", ""),
-              "run_id": plan.run_id(folder.name, node), "start_unix_s": time.time(), "pid": os.getpid()}
+    record = {
+        "node": node,
+        "state": "running",
+        "error": "",
+        "job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "run_id": plan.run_id(folder.name, node),
+        "start_unix_s": time.time(),
+        "pid": os.getpid(),
+    }
     atomic_write_json(node_dir / NODE_FILE, record)
     threads = threads_granted(config)
     errors = []
@@ -124,11 +156,20 @@ def check_devices_at_once(folder: Path, node_dir: Path, config: dict, names: lis
             sub = node_dir / f"{backend}{i}"
             sub.mkdir(parents=True, exist_ok=True)
             env = dict(os.environ, **{env_var: str(i)})
-            code = ("import json, sys; from pathlib import Path; from accelbench.stages.fleet import node; "
-                    "cfg = json.loads(sys.argv[1]); "
-                    "sys.exit(1 if node.check_one(Path(sys.argv[2]), cfg, sys.argv[3], int(sys.argv[4])) else 0)")
-            argv = [sys.executable, "-c", code, json.dumps(dict(config, backends=[backend])), str(sub),
-                    plan.run_id(folder.name, f"{node_dir.name}-{backend}{i}"), str(max(1, threads // 8))]
+            code = (
+                "import json, sys; from pathlib import Path; from accelbench.stages.fleet import node; "
+                "cfg = json.loads(sys.argv[1]); "
+                "sys.exit(1 if node.check_one(Path(sys.argv[2]), cfg, sys.argv[3], int(sys.argv[4])) else 0)"
+            )
+            argv = [
+                sys.executable,
+                "-c",
+                code,
+                json.dumps(dict(config, backends=[backend])),
+                str(sub),
+                plan.run_id(folder.name, f"{node_dir.name}-{backend}{i}"),
+                str(max(1, threads // 8)),
+            ]
             with open(sub / "check.log", "w") as out:  # the child keeps its own copy of the descriptor
                 procs.append((f"{backend}:{i}", subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)))
     errors = []

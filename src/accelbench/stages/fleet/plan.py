@@ -66,8 +66,9 @@ class SlurmNode:
 
 def run_slurm(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     if shutil.which(argv[0]) is None:
-        raise ConfigError(f"fleet: SLURM's {argv[0]} is not on PATH; allowed: run --submit where SLURM's "
-                          "client commands are")
+        raise ConfigError(
+            f"fleet: SLURM's {argv[0]} is not on PATH; allowed: run --submit where SLURM's client commands are"
+        )
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -75,7 +76,9 @@ def cluster_nodes() -> dict[str, SlurmNode]:
     """Every node SLURM knows (sinfo -N: one line per node and partition), with its state and partitions."""
     proc = run_slurm(["sinfo", "-h", "-N", "-o", "%N|%P|%t"])
     if proc.returncode != 0:
-        raise ConfigError(f"fleet: sinfo failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+        raise ConfigError(
+            f"fleet: sinfo failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+        )
     nodes: dict[str, tuple[str, list[str]]] = {}
     for line in proc.stdout.splitlines():
         parts = line.strip().split("|")
@@ -92,28 +95,37 @@ def partitions() -> list[str]:
     return sorted({p.strip() for p in proc.stdout.split() if p.strip()})
 
 
-def resolve_nodes(fleet: dict, known: dict[str, SlurmNode] | None = None,
-                  known_partitions: list[str] | None = None) -> list[SlurmNode]:
+def resolve_nodes(
+    fleet: dict, known: dict[str, SlurmNode] | None = None, known_partitions: list[str] | None = None
+) -> list[SlurmNode]:
     """The nodes to check: ``fleet.nodes`` (each must exist, and be in ``fleet.partition`` when both are set),
     else every node of ``fleet.partition``. ConfigError naming the key otherwise."""
     part, names = fleet.get("partition") or "", list(fleet.get("nodes") or [])
     if not part and not names:
-        raise ConfigError("fleet.nodes: empty, and fleet.partition is unset; allowed: a partition "
-                          "(--partition) or node names (--nodes a,b)")
+        raise ConfigError(
+            "fleet.nodes: empty, and fleet.partition is unset; allowed: a partition "
+            "(--partition) or node names (--nodes a,b)"
+        )
     known = cluster_nodes() if known is None else known
     if part:
         parts = partitions() if known_partitions is None else known_partitions
         if part not in parts:
-            raise ConfigError(f"fleet.partition: {part!r} is not a partition of this cluster; allowed: "
-                              + (", ".join(parts) or "none (sinfo lists no partition)"))
+            raise ConfigError(
+                f"fleet.partition: {part!r} is not a partition of this cluster; allowed: "
+                + (", ".join(parts) or "none (sinfo lists no partition)")
+            )
     if names:
         for n in names:
             if n not in known:
-                raise ConfigError(f"fleet.nodes: {n!r} is not a node of this cluster; allowed: "
-                                  + (", ".join(sorted(known)) or "none"))
+                raise ConfigError(
+                    f"fleet.nodes: {n!r} is not a node of this cluster; allowed: "
+                    + (", ".join(sorted(known)) or "none")
+                )
             if part and part not in known[n].partitions:
-                raise ConfigError(f"fleet.nodes: {n!r} is not in partition {part!r}; allowed: "
-                                  + ", ".join(sorted(k for k, v in known.items() if part in v.partitions)))
+                raise ConfigError(
+                    f"fleet.nodes: {n!r} is not in partition {part!r}; allowed: "
+                    + ", ".join(sorted(k for k, v in known.items() if part in v.partitions))
+                )
         return [known[n] for n in names]
     chosen = [v for k, v in sorted(known.items()) if part in v.partitions]
     if not chosen:

@@ -37,6 +37,11 @@ def context(tables, series, ctx) -> dict:
     if result is None:
         return {"fleet": None}
     v = result.verdicts
-    return {"fleet": {"nodes": v.to_dict("records"), "n": len(v),
-                      "counts": {k: int(n) for k, n in v["verdict"].value_counts().items()},
-                      "rule": fleet_rule(tables.get("runs")).__dict__}}
+    return {
+        "fleet": {
+            "nodes": v.to_dict("records"),
+            "n": len(v),
+            "counts": {k: int(n) for k, n in v["verdict"].value_counts().items()},
+            "rule": fleet_rule(tables.get("runs")).__dict__,
+        }
+    }

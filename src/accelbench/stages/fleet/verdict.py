@@ -27,12 +27,43 @@ from ...columns import TRUSTED
 
 VERDICTS = ("healthy", "slow", "throttled", "failed")
 LEVELS = ("device", "node")
-POINT_COLUMNS = ("node", "run_id", "backend", "device", "device_name", "metric", "unit", "higher_is_better",
-                 "value", "status", "detail")
-JUDGED_COLUMNS = (*POINT_COLUMNS, "level", "fleet_n", "fleet_median", "fleet_mad", "drop_pct", "mads", "slow",
-                  "baseline_median", "baseline_drop_pct", "baseline_slow")
-VERDICT_COLUMNS = ("node", "verdict", "detail", "devices", "slow_metrics", "throttle_reasons", "error", "run_id",
-                   "job_id")
+POINT_COLUMNS = (
+    "node",
+    "run_id",
+    "backend",
+    "device",
+    "device_name",
+    "metric",
+    "unit",
+    "higher_is_better",
+    "value",
+    "status",
+    "detail",
+)
+JUDGED_COLUMNS = (
+    *POINT_COLUMNS,
+    "level",
+    "fleet_n",
+    "fleet_median",
+    "fleet_mad",
+    "drop_pct",
+    "mads",
+    "slow",
+    "baseline_median",
+    "baseline_drop_pct",
+    "baseline_slow",
+)
+VERDICT_COLUMNS = (
+    "node",
+    "verdict",
+    "detail",
+    "devices",
+    "slow_metrics",
+    "throttle_reasons",
+    "error",
+    "run_id",
+    "job_id",
+)
 BASELINE_COLUMNS = ("metric", "backend", "device_name", "unit", "higher_is_better", "n", "median", "mad")
 GROUP = ["metric", "backend", "device_name"]
 
@@ -77,8 +108,9 @@ def node_of_runs(runs: pd.DataFrame) -> dict[str, str]:
             env = json.loads(r.get("env_json") or "{}") or {}
         except (TypeError, ValueError):
             pass
-        out[str(r["run_id"])] = str(env.get("ACCELBENCH_FLEET_NODE") or env.get("SLURMD_NODENAME") or r.get("host")
-                                    or r["run_id"])
+        out[str(r["run_id"])] = str(
+            env.get("ACCELBENCH_FLEET_NODE") or env.get("SLURMD_NODENAME") or r.get("host") or r["run_id"]
+        )
     return out
 
 
@@ -107,13 +139,24 @@ def headline_points(tables: dict[str, pd.DataFrame], node_of: dict[str, str]) ->
             value = pd.to_numeric(g[h.column], errors="coerce")
             good = g[status.isin(TRUSTED) & value.notna()]
             metric = ":".join([h.name, *(key[p] for p in h.per)])
-            point = {"node": node_of.get(key["run_id"], key["run_id"]), **{k: key[k] for k in keys[:4]},
-                     "metric": metric, "unit": h.unit, "higher_is_better": h.higher_is_better}
+            point = {
+                "node": node_of.get(key["run_id"], key["run_id"]),
+                **{k: key[k] for k in keys[:4]},
+                "metric": metric,
+                "unit": h.unit,
+                "higher_is_better": h.higher_is_better,
+            }
             if good.empty:
                 bad = g[~status.isin(TRUSTED)]
                 first = bad.iloc[0] if not bad.empty else g.iloc[0]
-                rows.append({**point, "value": np.nan, "status": _text(first.get("status")) or "missing",
-                             "detail": _text(first.get("status_detail"))})
+                rows.append(
+                    {
+                        **point,
+                        "value": np.nan,
+                        "status": _text(first.get("status")) or "missing",
+                        "detail": _text(first.get("status_detail")),
+                    }
+                )
                 continue
             vals = pd.to_numeric(good[h.column])
             if h.at_max:
@@ -135,11 +178,20 @@ def node_level(points: pd.DataFrame) -> pd.DataFrame:
     if good.empty:
         return points.iloc[0:0].assign(device="node")
     keys = ["node", *GROUP]
-    agg = good.groupby(keys, sort=True).agg(value=("value", "median"), run_id=("run_id", "first"),
-                                            unit=("unit", "first"), higher_is_better=("higher_is_better", "first"),
-                                            devices=("device", "count")).reset_index()
+    agg = (
+        good.groupby(keys, sort=True)
+        .agg(
+            value=("value", "median"),
+            run_id=("run_id", "first"),
+            unit=("unit", "first"),
+            higher_is_better=("higher_is_better", "first"),
+            devices=("device", "count"),
+        )
+        .reset_index()
+    )
     return agg.assign(device="node", status="ok", detail=agg["devices"].map(lambda n: f"median of {n} device(s)"))[
-        list(POINT_COLUMNS)]
+        list(POINT_COLUMNS)
+    ]
 
 
 def _deficit(value: float, ref: float, higher_is_better: bool) -> float:
@@ -160,19 +212,23 @@ def is_slow(value: float, median: float, mad: float, higher_is_better: bool, rul
     return bool(deficit > rule.k_mad * mad and drop > rule.min_drop_pct), drop, mads
 
 
-def judge(points: pd.DataFrame, rule: Rule, baseline: pd.DataFrame | None = None, level: str = "device") -> pd.DataFrame:
+def judge(
+    points: pd.DataFrame, rule: Rule, baseline: pd.DataFrame | None = None, level: str = "device"
+) -> pd.DataFrame:
     """``points`` with their fleet median, MAD, drop (percent worse than the median) and slow flag, per metric
     and device model; and against ``baseline`` (``BASELINE_COLUMNS``) where it holds the metric."""
     out = points.copy()
-    for col in JUDGED_COLUMNS[len(POINT_COLUMNS):]:
+    for col in JUDGED_COLUMNS[len(POINT_COLUMNS) :]:
         out[col] = np.nan
     out["level"] = level
     out["slow"] = False
     out["baseline_slow"] = False
     base = {}
     if baseline is not None and not baseline.empty:
-        base = {(str(r["metric"]), str(r["backend"]), str(r["device_name"])): (float(r["median"]), float(r["mad"]))
-                for _, r in baseline.iterrows()}
+        base = {
+            (str(r["metric"]), str(r["backend"]), str(r["device_name"])): (float(r["median"]), float(r["mad"]))
+            for _, r in baseline.iterrows()
+        }
     for key, g in out[out["value"].notna()].groupby(GROUP, sort=False):
         median, mad = robust_center(g["value"])
         out.loc[g.index, ["fleet_n", "fleet_median", "fleet_mad"]] = [len(g), median, mad]
@@ -195,8 +251,16 @@ def baseline_of(judged: pd.DataFrame) -> pd.DataFrame:
     good = judged[(judged["level"] == "device") & judged["value"].notna() & ~judged["slow"].astype(bool)]
     for key, g in good.groupby(GROUP, sort=True):
         median, mad = robust_center(g["value"])
-        rows.append({**dict(zip(GROUP, key)), "unit": g["unit"].iloc[0], "higher_is_better": g["higher_is_better"].iloc[0],
-                     "n": len(g), "median": median, "mad": mad})
+        rows.append(
+            {
+                **dict(zip(GROUP, key)),
+                "unit": g["unit"].iloc[0],
+                "higher_is_better": g["higher_is_better"].iloc[0],
+                "n": len(g),
+                "median": median,
+                "mad": mad,
+            }
+        )
     return pd.DataFrame(rows, columns=list(BASELINE_COLUMNS))
 
 
@@ -227,14 +291,19 @@ def _slow_text(r) -> str:
     where = "" if r["device"] == "node" else f" ({r['device']})"
     if r["slow"]:
         mads = "inf" if math.isinf(r["mads"]) else f"{r['mads']:.1f}"
-        return (f"{r['metric']}{where} {r['drop_pct']:.0f}% worse than the fleet median "
-                f"({_fmt(r['value'])} vs {_fmt(r['fleet_median'])} {r['unit']}, {mads} MADs)")
-    return (f"{r['metric']}{where} {r['baseline_drop_pct']:.0f}% worse than the baseline "
-            f"({_fmt(r['value'])} vs {_fmt(r['baseline_median'])} {r['unit']})")
+        return (
+            f"{r['metric']}{where} {r['drop_pct']:.0f}% worse than the fleet median "
+            f"({_fmt(r['value'])} vs {_fmt(r['fleet_median'])} {r['unit']}, {mads} MADs)"
+        )
+    return (
+        f"{r['metric']}{where} {r['baseline_drop_pct']:.0f}% worse than the baseline "
+        f"({_fmt(r['value'])} vs {_fmt(r['baseline_median'])} {r['unit']})"
+    )
 
 
-def node_verdicts(records: list[NodeRecord], points: pd.DataFrame, judged: pd.DataFrame,
-                  throttled: dict[str, set[str]]) -> pd.DataFrame:
+def node_verdicts(
+    records: list[NodeRecord], points: pd.DataFrame, judged: pd.DataFrame, throttled: dict[str, set[str]]
+) -> pd.DataFrame:
     """One row per node (``VERDICT_COLUMNS``), flagged nodes first (failed, throttled, slow), then by name."""
     nodes = {r.node: r for r in records}
     for node in points["node"].unique():
@@ -244,7 +313,9 @@ def node_verdicts(records: list[NodeRecord], points: pd.DataFrame, judged: pd.Da
     rows = []
     for name, rec in sorted(nodes.items()):
         mine = points[points["node"] == name]
-        flagged = judged[(judged["node"] == name) & (judged["slow"].astype(bool) | judged["baseline_slow"].astype(bool))]
+        flagged = judged[
+            (judged["node"] == name) & (judged["slow"].astype(bool) | judged["baseline_slow"].astype(bool))
+        ]
         errors = []
         if rec.state != "ok":
             errors.append(rec.error or rec.state)
@@ -263,32 +334,46 @@ def node_verdicts(records: list[NodeRecord], points: pd.DataFrame, judged: pd.Da
         # a node-level flag names the metric once; a device's flag is added where its node's median was not flagged
         # (one slow GPU of eight)
         at_node = set(flagged.loc[flagged["device"] == "node", "metric"])
-        slow = sorted({_slow_text(r) for _, r in flagged.iterrows() if r["device"] == "node" or r["metric"] not in at_node})
+        slow = sorted(
+            {_slow_text(r) for _, r in flagged.iterrows() if r["device"] == "node" or r["metric"] not in at_node}
+        )
         if errors:
             verdict, detail = "failed", "; ".join(errors)
         elif reasons:
-            verdict, detail = "throttled", "throttle reasons: " + ", ".join(reasons) + ("; " + "; ".join(slow) if slow else "")
+            verdict, detail = (
+                "throttled",
+                "throttle reasons: " + ", ".join(reasons) + ("; " + "; ".join(slow) if slow else ""),
+            )
         elif slow:
             verdict, detail = "slow", "; ".join(slow)
         else:
             verdict, detail = "healthy", ""
-        rows.append({"node": name, "verdict": verdict, "detail": detail,
-                     "devices": int(mine["device"].nunique()) if not mine.empty else 0,
-                     "slow_metrics": ",".join(sorted(set(flagged["metric"]))), "throttle_reasons": ",".join(reasons),
-                     "error": "; ".join(errors), "run_id": rec.run_id or (mine["run_id"].iloc[0] if not mine.empty else ""),
-                     "job_id": rec.job_id})
+        rows.append(
+            {
+                "node": name,
+                "verdict": verdict,
+                "detail": detail,
+                "devices": int(mine["device"].nunique()) if not mine.empty else 0,
+                "slow_metrics": ",".join(sorted(set(flagged["metric"]))),
+                "throttle_reasons": ",".join(reasons),
+                "error": "; ".join(errors),
+                "run_id": rec.run_id or (mine["run_id"].iloc[0] if not mine.empty else ""),
+                "job_id": rec.job_id,
+            }
+        )
     order = {"failed": 0, "throttled": 1, "slow": 2, "healthy": 3}
     out = pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
     if out.empty:
         return out
-    return out.sort_values(["verdict", "node"], key=lambda s: s.map(order) if s.name == "verdict" else s,
-                           kind="stable").reset_index(drop=True)
+    return out.sort_values(
+        ["verdict", "node"], key=lambda s: s.map(order) if s.name == "verdict" else s, kind="stable"
+    ).reset_index(drop=True)
 
 
 @dataclass
 class FleetResult:
-    points: pd.DataFrame    # every device's headlines
-    judged: pd.DataFrame    # device and node level, with medians, MADs and flags
+    points: pd.DataFrame  # every device's headlines
+    judged: pd.DataFrame  # device and node level, with medians, MADs and flags
     verdicts: pd.DataFrame  # one row per node
 
     @property
@@ -296,14 +381,20 @@ class FleetResult:
         return 0 if (self.verdicts["verdict"] == "healthy").all() else 1
 
 
-def evaluate(tables: dict[str, pd.DataFrame], records: list[NodeRecord], rule: Rule,
-             baseline: pd.DataFrame | None = None, node_of: dict[str, str] | None = None) -> FleetResult:
+def evaluate(
+    tables: dict[str, pd.DataFrame],
+    records: list[NodeRecord],
+    rule: Rule,
+    baseline: pd.DataFrame | None = None,
+    node_of: dict[str, str] | None = None,
+) -> FleetResult:
     """The whole fleet check on gathered tables (``accelbench aggregate``'s, or fakes): points, judged, verdicts."""
     node_of = node_of if node_of is not None else node_of_runs(tables.get("runs"))
     run_of = {r.run_id: r.node for r in records if r.run_id}
     node_of = {**node_of, **run_of}
     points = headline_points(tables, node_of)
-    judged = pd.concat([judge(points, rule, baseline, "device"), judge(node_level(points), rule, None, "node")],
-                       ignore_index=True)
+    judged = pd.concat(
+        [judge(points, rule, baseline, "device"), judge(node_level(points), rule, None, "node")], ignore_index=True
+    )
     verdicts = node_verdicts(records, points, judged, throttles(tables, node_of))
     return FleetResult(points, judged, verdicts)

@@ -30,9 +30,17 @@ def check_matmul_points(df, table: str, config: dict, path: Path, problems: Prob
         square = group[names[group.index] == ""]
         lacking = sorted(sizes - set(square["n"].dropna().astype(int)))
         if lacking:
-            problems.add(path, "missing_points",
-                         f"{device} {dtype}: no row for n={', '.join(map(str, lacking))} (file cut short?)", run_id)
+            problems.add(
+                path,
+                "missing_points",
+                f"{device} {dtype}: no row for n={', '.join(map(str, lacking))} (file cut short?)",
+                run_id,
+            )
         lacking_shapes = sorted(shapes - set(names[group.index]))
         if lacking_shapes:
-            problems.add(path, "missing_points", f"{device} {dtype}: no row for shape(s) "
-                         f"{', '.join(lacking_shapes)} of matmul.shapes (file cut short?)", run_id)
+            problems.add(
+                path,
+                "missing_points",
+                f"{device} {dtype}: no row for shape(s) {', '.join(lacking_shapes)} of matmul.shapes (file cut short?)",
+                run_id,
+            )

@@ -26,8 +26,11 @@ def fig_matmul(plt, sns, tables, series, value: str):
     if value == "pct_of_peak" and not df.empty:
         df = df[df["pct_of_peak"].notna()]
     if df.empty:
-        text = ("No matmul point was measured." if value == "tflops" else
-                "No peak is known for any measured device.\nSet matmul.peak_tflops in the config to see % of peak.")
+        text = (
+            "No matmul point was measured."
+            if value == "tflops"
+            else "No peak is known for any measured device.\nSet matmul.peak_tflops in the config to see % of peak."
+        )
         return _message(plt, title, text)
     dtypes = S.dtype_sorted(df["dtype"])
     fig, axes = _grid(plt, len(dtypes))
@@ -55,8 +58,16 @@ def fig_matmul(plt, sns, tables, series, value: str):
             for status, (marker, _) in FLAG_MARKERS.items():
                 f = g[g["status"] == status]
                 if not f.empty:
-                    ax.scatter(f["n"], f[value], s=90, marker=marker, facecolors="none", edgecolors="black",
-                               linewidths=1.4, zorder=5)
+                    ax.scatter(
+                        f["n"],
+                        f[value],
+                        s=90,
+                        marker=marker,
+                        facecolors="none",
+                        edgecolors="black",
+                        linewidths=1.4,
+                        zorder=5,
+                    )
             if (label, color) not in used:
                 used.append((label, color))
         _log2_axis(ax, d["n"])
@@ -84,9 +95,12 @@ def fig_speedup(plt, sns, tables, series):
     title = "Speedup over the CPU (same run, dtype and n)"
     if sp.empty:
         has_accel = not S.accelerator_devices(tables["matmul"]).empty
-        text = ("No accelerator measured: these results hold CPU timings only,\nso there is no CPU-to-accelerator "
-                "speedup to show." if not has_accel else
-                "No size and dtype measured on both the CPU and an accelerator of the same run.")
+        text = (
+            "No accelerator measured: these results hold CPU timings only,\nso there is no CPU-to-accelerator "
+            "speedup to show."
+            if not has_accel
+            else "No size and dtype measured on both the CPU and an accelerator of the same run."
+        )
         return _message(plt, title, text)
     sp = S.with_series(sp, series)
     groups = list(sp.groupby("label", sort=False))
@@ -100,9 +114,15 @@ def fig_speedup(plt, sns, tables, series):
                 continue
             ax.plot(d["n"], d["speedup"], marker="o", lw=2, color=pal[dtype], label=S.DTYPE_LABEL.get(dtype, dtype))
             last = d.iloc[-1]
-            ax.annotate(f"{last['speedup']:.0f}×" if last["speedup"] >= 10 else f"{last['speedup']:.1f}×",
-                        (last["n"], last["speedup"]), textcoords="offset points", xytext=(5, 0), va="center",
-                        fontsize=8, color=pal[dtype])
+            ax.annotate(
+                f"{last['speedup']:.0f}×" if last["speedup"] >= 10 else f"{last['speedup']:.1f}×",
+                (last["n"], last["speedup"]),
+                textcoords="offset points",
+                xytext=(5, 0),
+                va="center",
+                fontsize=8,
+                color=pal[dtype],
+            )
         ax.axhline(1, color="#444444", ls="--", lw=1)
         _log2_axis(ax, g["n"])
         _plain_log_y(ax)
@@ -121,8 +141,12 @@ def fig_matmul_soak(plt, sns, tables, series):
     title = "Sustained mode (matmul.soak_s): throughput and clock over time"
     soak = tables.get("matmul_soak")
     if soak is None or soak.empty or not (soak["status"].astype(str) == "ok").any():
-        return _message(plt, title, "No soak was run (matmul.soak_s is 0): boost and sustained readings are not\n"
-                                    "told apart here. Set matmul.soak_s to hold the largest point.")
+        return _message(
+            plt,
+            title,
+            "No soak was run (matmul.soak_s is 0): boost and sustained readings are not\n"
+            "told apart here. Set matmul.soak_s to hold the largest point.",
+        )
     ok = S.with_series(soak[soak["status"].astype(str) == "ok"], series)
     groups = list(ok.groupby("label", sort=False))
     fig, axes = _grid(plt, len(groups), ncols=2, panel_w=6.2, panel_h=3.4)

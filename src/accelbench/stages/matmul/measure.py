@@ -58,13 +58,13 @@ import itertools
 import math
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ... import registry
-from ...backends import DTYPES, Backend
-from ...measure import telemetry as tm
+from ...backends import Backend
 from ...measure import samples as sample_table
+from ...measure import telemetry as tm
 from ...measure.failures import failure_status, one_line
 from ...measure.timing import MIN_BLOCKS, Measurer, TimingStats, is_unstable
 from ...run.config import shape_label
@@ -93,6 +93,7 @@ MAX_WARMUP_CALLS = 100_000
 
 # ---- pure logic ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Shape:
     """One product: A (m x k) times B (k x n), 2mnk flops. ``name`` says what it is (``qkv``, ``mlp_up``);
@@ -104,7 +105,7 @@ class Shape:
     name: str = ""
 
     @classmethod
-    def square(cls, n: int) -> "Shape":
+    def square(cls, n: int) -> Shape:
         return cls(int(n), int(n), int(n))
 
     @property
@@ -151,8 +152,13 @@ def plan_dtypes(backend: Backend, mm_cfg: dict) -> list[str]:
     return dtypes
 
 
-def predict_call_s(n: float, previous: tuple[float, float] | None, probe: Callable[[int], float],
-                   probe_min_s: float = PROBE_MIN_S, start_n: int = PROBE_START_N) -> tuple[float, str]:
+def predict_call_s(
+    n: float,
+    previous: tuple[float, float] | None,
+    probe: Callable[[int], float],
+    probe_min_s: float = PROBE_MIN_S,
+    start_n: int = PROBE_START_N,
+) -> tuple[float, str]:
     """Predicted seconds for one n x n product, and where the prediction came from. For an (m, n, k)
     shape ``n`` is its ``Shape.cube_edge`` (the square with the same flops).
 
@@ -182,17 +188,23 @@ def warmup_calls(call_s: float, warmup_s: float = WARMUP_S) -> int:
     return int(min(MAX_WARMUP_CALLS, max(2, math.ceil(warmup_s / call_s))))
 
 
-def predict_point_s(call_s: float, min_run_time_s: float, warmup_s: float = WARMUP_S,
-                    min_blocks: int = MIN_BLOCKS) -> float:
+def predict_point_s(
+    call_s: float, min_run_time_s: float, warmup_s: float = WARMUP_S, min_blocks: int = MIN_BLOCKS
+) -> float:
     """Seconds one point takes: warm-up, the Timer's block-size estimate (about one call for long
     calls), the timed blocks (``min_run_time_s``, at least ``min_blocks`` calls), and the check (one call)."""
     warm = warmup_calls(call_s, warmup_s) * call_s
     return warm + call_s + max(min_run_time_s, min_blocks * call_s) + call_s
 
 
-def rotation_sets(pair_bytes: int, cache_bytes: int, free_bytes: int, rotate: bool = True,
-                  cache_factor: float = ROTATION_CACHE_FACTOR,
-                  memory_fraction: float = ROTATION_MEMORY_FRACTION) -> int:
+def rotation_sets(
+    pair_bytes: int,
+    cache_bytes: int,
+    free_bytes: int,
+    rotate: bool = True,
+    cache_factor: float = ROTATION_CACHE_FACTOR,
+    memory_fraction: float = ROTATION_MEMORY_FRACTION,
+) -> int:
     """How many distinct (A, B) pairs the timed statement cycles through: enough to span
     ``cache_factor`` last-level caches (at least 2, so consecutive calls never share operands),
     at most ``memory_fraction`` of free memory, at least 1."""
@@ -203,9 +215,16 @@ def rotation_sets(pair_bytes: int, cache_bytes: int, free_bytes: int, rotate: bo
     return max(1, min(want, cap))
 
 
-def point_flags(*, tflops: float, peak_tflops: float | None, rel_error: float, rel_error_max: float,
-                stats: TimingStats, unstable_iqr_ratio: float,
-                peak_is_bound: bool = True) -> tuple[list[str], list[str]]:
+def point_flags(
+    *,
+    tflops: float,
+    peak_tflops: float | None,
+    rel_error: float,
+    rel_error_max: float,
+    stats: TimingStats,
+    unstable_iqr_ratio: float,
+    peak_is_bound: bool = True,
+) -> tuple[list[str], list[str]]:
     """Conditions of a measured point (``invalid``, ``wrong_result``, ``unstable``) and why, one phrase each.
 
     Above the peak is ``invalid`` when the peak is a true upper bound. A CPU peak computed from the
@@ -240,6 +259,7 @@ def classify(flags: list[str]) -> str:
 
 # ---- one point ----------------------------------------------------------------------------------
 
+
 @dataclass
 class Settings:
     """The matmul config section, as the sweep uses it."""
@@ -253,11 +273,17 @@ class Settings:
     threads: int = 1
 
     @classmethod
-    def from_config(cls, config: dict, threads: int) -> "Settings":
+    def from_config(cls, config: dict, threads: int) -> Settings:
         mm = config["matmul"]
-        return cls(min_run_time_s=mm["min_run_time_s"], point_budget_s=mm["point_budget_s"],
-                   unstable_iqr_ratio=mm["unstable_iqr_ratio"], rotate_inputs=mm["rotate_inputs"],
-                   rel_error_max=dict(mm["rel_error_max"]), seed=config.get("seed", 0), threads=threads)
+        return cls(
+            min_run_time_s=mm["min_run_time_s"],
+            point_budget_s=mm["point_budget_s"],
+            unstable_iqr_ratio=mm["unstable_iqr_ratio"],
+            rotate_inputs=mm["rotate_inputs"],
+            rel_error_max=dict(mm["rel_error_max"]),
+            seed=config.get("seed", 0),
+            threads=threads,
+        )
 
 
 def _nan() -> float:
@@ -273,9 +299,18 @@ def _torch_dtype(kernels, dtype: str) -> str:
         return ""
 
 
-def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tuple,
-                  previous: tuple[float, float] | None = None, m: int | None = None, k: int | None = None,
-                  shape_name: str = "") -> dict:
+def measure_point(
+    kernels,
+    *,
+    dtype: str,
+    n: int,
+    settings: Settings,
+    peak: tuple,
+    previous: tuple[float, float] | None = None,
+    m: int | None = None,
+    k: int | None = None,
+    shape_name: str = "",
+) -> dict:
     """Measure one (dtype, n) - or (dtype, m, n, k) - on the device ``kernels`` drives; return its row
     (without provenance).
 
@@ -293,14 +328,34 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
     shape = Shape(int(m or n), int(n), int(k or n), shape_name)
     size = shape.n if shape.is_square else shape
     row = {
-        "dtype": dtype, "shape_name": shape_name, "m": shape.m, "n": shape.n, "k": shape.k, "flops": shape.flops,
-        "threads": settings.threads, "allow_tf32": False,
-        "median_s": _nan(), "iqr_s": _nan(), "ci95_low_s": _nan(), "ci95_high_s": _nan(), "ci_method": "",
-        "lag1_autocorr": _nan(), "repeats": 0,
-        "blocks": 0, "input_sets": 0, "predicted_s": _nan(), "tflops": _nan(),
-        "peak_tflops": peak_tflops if peak_tflops else _nan(), "peak_source": peak_source,
-        "pct_of_peak": _nan(), "rel_error": _nan(), "rel_error_max": settings.rel_error_max.get(dtype, _nan()),
-        "status": "ok", "flags": "", "status_detail": "", "torch_dtype": _torch_dtype(kernels, dtype),
+        "dtype": dtype,
+        "shape_name": shape_name,
+        "m": shape.m,
+        "n": shape.n,
+        "k": shape.k,
+        "flops": shape.flops,
+        "threads": settings.threads,
+        "allow_tf32": False,
+        "median_s": _nan(),
+        "iqr_s": _nan(),
+        "ci95_low_s": _nan(),
+        "ci95_high_s": _nan(),
+        "ci_method": "",
+        "lag1_autocorr": _nan(),
+        "repeats": 0,
+        "blocks": 0,
+        "input_sets": 0,
+        "predicted_s": _nan(),
+        "tflops": _nan(),
+        "peak_tflops": peak_tflops if peak_tflops else _nan(),
+        "peak_source": peak_source,
+        "pct_of_peak": _nan(),
+        "rel_error": _nan(),
+        "rel_error_max": settings.rel_error_max.get(dtype, _nan()),
+        "status": "ok",
+        "flags": "",
+        "status_detail": "",
+        "torch_dtype": _torch_dtype(kernels, dtype),
         "fp8_fast_accum": bool(getattr(kernels, "fp8_fast_accum", False)) if dtype == "float8_e4m3fn" else None,
     }
 
@@ -315,13 +370,17 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
             return done("unsupported", reason)
         with kernels.mode(dtype):
             row["allow_tf32"] = bool(kernels.allow_tf32())
-            call_s, basis = predict_call_s(shape.cube_edge if not shape.is_square else shape.n, previous,
-                                           lambda edge: kernels.probe(dtype, edge))
+            call_s, basis = predict_call_s(
+                shape.cube_edge if not shape.is_square else shape.n, previous, lambda edge: kernels.probe(dtype, edge)
+            )
             predicted = predict_point_s(call_s, settings.min_run_time_s)
             row["predicted_s"] = predicted
             if predicted > settings.point_budget_s:
-                return done("skipped_budget", f"predicted {predicted:.3g} s ({call_s:.3g} s per call from {basis}) "
-                                              f"> matmul.point_budget_s {settings.point_budget_s:g}")
+                return done(
+                    "skipped_budget",
+                    f"predicted {predicted:.3g} s ({call_s:.3g} s per call from {basis}) "
+                    f"> matmul.point_budget_s {settings.point_budget_s:g}",
+                )
             rel_error = float(kernels.check(dtype, size))
             stats, sets = kernels.time(dtype, size, warmup_calls(call_s))
     except Exception as exc:  # recorded as this point's status; the sweep goes on
@@ -331,20 +390,36 @@ def measure_point(kernels, *, dtype: str, n: int, settings: Settings, peak: tupl
         return done(*failure)
 
     tflops = row["flops"] / stats.median_s / 1e12
-    row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
-               repeats=stats.repeats, blocks=stats.blocks, input_sets=sets,
-               tflops=tflops, rel_error=rel_error,
-               pct_of_peak=100 * tflops / peak_tflops if peak_tflops else _nan())
-    flags, why = point_flags(tflops=tflops, peak_tflops=peak_tflops, rel_error=rel_error,
-                             rel_error_max=row["rel_error_max"], stats=stats,
-                             unstable_iqr_ratio=settings.unstable_iqr_ratio, peak_is_bound=peak_is_bound)
+    row.update(
+        median_s=stats.median_s,
+        iqr_s=stats.iqr_s,
+        ci95_low_s=stats.ci95_low_s,
+        ci95_high_s=stats.ci95_high_s,
+        ci_method=stats.ci_method,
+        lag1_autocorr=stats.lag1_autocorr,
+        repeats=stats.repeats,
+        blocks=stats.blocks,
+        input_sets=sets,
+        tflops=tflops,
+        rel_error=rel_error,
+        pct_of_peak=100 * tflops / peak_tflops if peak_tflops else _nan(),
+    )
+    flags, why = point_flags(
+        tflops=tflops,
+        peak_tflops=peak_tflops,
+        rel_error=rel_error,
+        rel_error_max=row["rel_error_max"],
+        stats=stats,
+        unstable_iqr_ratio=settings.unstable_iqr_ratio,
+        peak_is_bound=peak_is_bound,
+    )
     row.update(status=classify(flags), flags=";".join(flags), status_detail="; ".join(why))
     row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     return row
 
 
 # ---- the sweep ----------------------------------------------------------------------------------
+
 
 def _finite(x) -> bool:
     try:
@@ -362,16 +437,23 @@ def point_telemetry(window: dict, row: dict) -> dict:
     measured = _finite(row.get("median_s")) and _finite(row.get("tflops"))
     start, end = window.get("telemetry_start_unix_s"), window.get("telemetry_end_unix_s")
     duration = end - start if _finite(start) and _finite(end) else None
-    out["gflop_per_j"] = tm.per_joule(float(row["tflops"]) * 1e3, window.get("energy_j"), duration) if measured else None
+    out["gflop_per_j"] = (
+        tm.per_joule(float(row["tflops"]) * 1e3, window.get("energy_j"), duration) if measured else None
+    )
     settled = window.get("clock_settled")
     out["clock_ramp"] = None if not measured or settled is None else not settled
     if out["clock_ramp"]:
         halves = window.get("clock_halves_mhz") or ("?", "?")
         out["flags"] = ";".join(f for f in (row.get("flags") or "", "clock_ramp") if f)
-        phrase = f"clock not settled: {halves[0]:.4g} -> {halves[1]:.4g} MHz over the point" \
-            if all(isinstance(h, float) for h in halves) else "clock not settled over the point"
+        phrase = (
+            f"clock not settled: {halves[0]:.4g} -> {halves[1]:.4g} MHz over the point"
+            if all(isinstance(h, float) for h in halves)
+            else "clock not settled over the point"
+        )
         out["status_detail"] = "; ".join(d for d in (row.get("status_detail") or "", phrase) if d)
     return out
+
+
 def _edge(row: dict) -> float:
     """The cube edge of a row's product (its n for square rows and rows from before shapes)."""
     n = float(row["n"])
@@ -380,12 +462,22 @@ def _edge(row: dict) -> float:
     return (m * n * k) ** (1.0 / 3.0)
 
 
-def sweep(devices: list[str], dtypes: list[str], sizes: list[int], settings: Settings, *,
-          kernels_for: Callable[[str], object], device_row: Callable[[str], dict],
-          peak_for: Callable[[str, str], tuple], checkpoint, config_hash: str,
-          point: Callable[..., dict] = measure_point, log: Callable[[str], None] = print,
-          shapes: tuple[Shape, ...] | list[Shape] = (),
-          telemetry_for: Callable[[str], "tm.DeviceTelemetry"] | None = None) -> list[dict]:
+def sweep(
+    devices: list[str],
+    dtypes: list[str],
+    sizes: list[int],
+    settings: Settings,
+    *,
+    kernels_for: Callable[[str], object],
+    device_row: Callable[[str], dict],
+    peak_for: Callable[[str, str], tuple],
+    checkpoint,
+    config_hash: str,
+    point: Callable[..., dict] = measure_point,
+    log: Callable[[str], None] = print,
+    shapes: tuple[Shape, ...] | list[Shape] = (),
+    telemetry_for: Callable[[str], tm.DeviceTelemetry] | None = None,
+) -> list[dict]:
     """Every device x dtype x point: the square sizes ascending per dtype (each prediction builds on the
     last), then the named ``shapes`` (``plan_points``).
 
@@ -405,8 +497,16 @@ def sweep(devices: list[str], dtypes: list[str], sizes: list[int], settings: Set
             for shape in plan_points(sizes, shapes):
                 n = shape.n
                 what = f"{shape.name} ({shape})" if shape.name else f"n={n}"
-                key = checkpoint.key({"device": device, "dtype": dtype, "shape_name": shape.name, "m": shape.m,
-                                      "n": shape.n, "k": shape.k})
+                key = checkpoint.key(
+                    {
+                        "device": device,
+                        "dtype": dtype,
+                        "shape_name": shape.name,
+                        "m": shape.m,
+                        "n": shape.n,
+                        "k": shape.k,
+                    }
+                )
                 done = checkpoint.rows.get(key)
                 if done is not None and done.get("config_hash") == config_hash:
                     row = done
@@ -424,14 +524,17 @@ def sweep(devices: list[str], dtypes: list[str], sizes: list[int], settings: Set
                     started = time.perf_counter()
                     named = {"m": shape.m, "k": shape.k, "shape_name": shape.name} if shape.name else {}
                     with (telemetry_for(device) if telemetry_for else off).window() as window:
-                        measured = point(kernels, dtype=dtype, n=n, settings=settings, peak=peak,
-                                         previous=previous, **named)
+                        measured = point(
+                            kernels, dtype=dtype, n=n, settings=settings, peak=peak, previous=previous, **named
+                        )
                     row = {**base, **measured}
                     row.update(point_telemetry(window.columns(), row))
                     checkpoint.add(row)
-                    log(f"matmul {device} {dtype} {what}: {row['status']} tflops={row['tflops']:.4g} "
+                    log(
+                        f"matmul {device} {dtype} {what}: {row['status']} tflops={row['tflops']:.4g} "
                         f"(took {time.perf_counter() - started:.3g} s, predicted {row['predicted_s']:.3g} s) "
-                        f"{row['status_detail']}".rstrip())
+                        f"{row['status_detail']}".rstrip()
+                    )
                 rows.append(row)
                 if _finite(row.get("median_s")):
                     previous = (_edge(row), float(row["median_s"]))
@@ -454,8 +557,13 @@ class _Unusable:
 # ---- the device side: torch -----------------------------------------------------------------------
 
 # configured dtype -> torch dtype; the fp8 entry is a default: the backend names the encoding its device multiplies
-_TORCH_DTYPES = {"float32": "float32", "tf32": "float32", "bfloat16": "bfloat16", "float16": "float16",
-                 "float8_e4m3fn": "float8_e4m3fn"}
+_TORCH_DTYPES = {
+    "float32": "float32",
+    "tf32": "float32",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "float8_e4m3fn": "float8_e4m3fn",
+}
 _ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}  # e4m3fnuz: 1 too
 
 
@@ -466,8 +574,18 @@ class TorchMatmul:
     ``device_info``). Paths other than the CPU's are untested on hardware.
     """
 
-    def __init__(self, device: str, backend: Backend, *, measurer: Measurer, info: dict | None = None,
-                 seed: int = 0, rotate: bool = True, reuse_operands: bool = False, fp8_fast_accum: bool = False):
+    def __init__(
+        self,
+        device: str,
+        backend: Backend,
+        *,
+        measurer: Measurer,
+        info: dict | None = None,
+        seed: int = 0,
+        rotate: bool = True,
+        reuse_operands: bool = False,
+        fp8_fast_accum: bool = False,
+    ):
         self.backend = backend
         self.fp8_fast_accum = bool(fp8_fast_accum)  # _scaled_mm's use_fast_accum (fp8 only)
         self.torch = backend.torch
@@ -530,7 +648,7 @@ class TorchMatmul:
 
     # -- tensors
     def _seed(self, *parts) -> int:
-        return (self.seed * 1_000_003 + zlib.crc32(repr(parts).encode())) % (2 ** 63)
+        return (self.seed * 1_000_003 + zlib.crc32(repr(parts).encode())) % (2**63)
 
     @staticmethod
     def _key(size):
@@ -547,7 +665,7 @@ class TorchMatmul:
         batch."""
         t = self.torch
         s = as_shape(size)
-        per_batch = max(1, (64 * 1024 ** 2) // (max(s.m * s.k, s.k * s.n) * 4))
+        per_batch = max(1, (64 * 1024**2) // (max(s.m * s.k, s.k * s.n) * 4))
         pairs = []
         while len(pairs) < count:
             c = min(per_batch, count - len(pairs))
@@ -590,8 +708,10 @@ class TorchMatmul:
         t = self.torch
         if dtype == "float8_e4m3fn":
             one = t.ones((), device=self.device, dtype=t.float32)
-            return ("D = op(A_, B_, sa, sb, out_dtype=od, use_fast_accum=fa)",
-                    dict(op=t._scaled_mm, sa=one, sb=one, od=t.bfloat16, fa=self.fp8_fast_accum))
+            return (
+                "D = op(A_, B_, sa, sb, out_dtype=od, use_fast_accum=fa)",
+                dict(op=t._scaled_mm, sa=one, sb=one, od=t.bfloat16, fa=self.fp8_fast_accum),
+            )
         s = as_shape(size)
         out = t.empty(s.m, s.n, device=self.device, dtype=getattr(t, self.torch_dtype(dtype)))
         return "op(A_, B_, out=C)", dict(op=t.mm, C=out)
@@ -696,7 +816,7 @@ class OperandPool:
     ALIGN = 256  # elements: 1 KiB of float32, 512 B of bf16, 256 B of fp8
     MARGIN = 1.25  # room for the alignment gaps between views
 
-    def __init__(self, kernels: "TorchMatmul", dtype: str, capacity: int = 0):
+    def __init__(self, kernels: TorchMatmul, dtype: str, capacity: int = 0):
         self.kernels = kernels
         self.dtype = dtype
         self.flat = None
@@ -739,18 +859,21 @@ class OperandPool:
         for i in range(use):
             a0 = i * per
             b0 = a0 + self._aligned(m * k)
-            a = self.flat[a0: a0 + m * k].view(m, k)
+            a = self.flat[a0 : a0 + m * k].view(m, k)
             if self.dtype == "float8_e4m3fn":  # column-major B, as _scaled_mm wants (see _quantize)
-                b = self.flat[b0: b0 + k * n].view(n, k).t()
+                b = self.flat[b0 : b0 + k * n].view(n, k).t()
             else:
-                b = self.flat[b0: b0 + k * n].view(k, n)
+                b = self.flat[b0 : b0 + k * n].view(k, n)
             out.append((a, b))
         return out
 
 
 # ---- the stage ----------------------------------------------------------------------------------
 
-def peak_safe(backend: Backend, info: dict, dtype: str, threads: int, overrides: dict) -> tuple[float | None, str, bool]:
+
+def peak_safe(
+    backend: Backend, info: dict, dtype: str, threads: int, overrides: dict
+) -> tuple[float | None, str, bool]:
     """(peak TFLOP/s or None, its source, whether it bounds what the device can do).
 
     A configured override is taken as a bound; otherwise the backend says (``Backend.peak_is_bound``:
@@ -777,7 +900,7 @@ def cli(args) -> int:
     st = start("matmul", args.run_file, args.backend, args.threads)
     out = st.out_path(args.out_dir, "matmul")
     if not st.devices:
-        row = {c: "" for c in COLUMNS}
+        row = dict.fromkeys(COLUMNS, "")
         row.update(st.absent_row(), flags="absent")
         atomic_write_csv(out, [row], columns=COLUMNS)
         atomic_write_csv(st.out_path(args.out_dir, "matmul_soak"), [st.absent_row()], columns=SOAK_COLUMNS)
@@ -791,17 +914,27 @@ def cli(args) -> int:
     checkpoint = Checkpoint(st.checkpoint_path(args.out_dir, args.checkpoint), CHECKPOINT_KEY)
 
     def kernels_for(device):
-        measurer = Measurer(st.backend.synced_timer(device), min_run_time_s=settings.min_run_time_s,
-                            threads=st.threads)
-        return TorchMatmul(device, st.backend, measurer=measurer, info=st.info(device), seed=settings.seed,
-                           rotate=settings.rotate_inputs)
+        measurer = Measurer(st.backend.synced_timer(device), min_run_time_s=settings.min_run_time_s, threads=st.threads)
+        return TorchMatmul(
+            device,
+            st.backend,
+            measurer=measurer,
+            info=st.info(device),
+            seed=settings.seed,
+            rotate=settings.rotate_inputs,
+        )
 
     rows = sweep(
-        st.devices, plan_dtypes(st.backend, mm_cfg), mm_cfg["sizes"], settings,
+        st.devices,
+        plan_dtypes(st.backend, mm_cfg),
+        mm_cfg["sizes"],
+        settings,
         kernels_for=kernels_for,
         device_row=st.device_row,
         peak_for=lambda d, dt: peak_safe(st.backend, st.info(d), dt, st.threads, mm_cfg.get("peak_tflops") or {}),
-        checkpoint=checkpoint, config_hash=st.run_info["config_hash"], shapes=configured_shapes(mm_cfg),
+        checkpoint=checkpoint,
+        config_hash=st.run_info["config_hash"],
+        shapes=configured_shapes(mm_cfg),
         telemetry_for=st.telemetry,
     )
     atomic_write_csv(out, rows, columns=COLUMNS)

@@ -56,9 +56,16 @@ def parse(data: dict) -> list[Reference]:
             raise ReferenceError(f"{where}: no conditions")
         if not (isinstance(entry.get("tflops"), (int, float)) and entry["tflops"] > 0):
             raise ReferenceError(f"{where}: tflops must be a positive number")
-        out.append(Reference(device=str(entry["device"]), match=str(entry["match"]), dtype=str(entry["dtype"]),
-                             tflops=float(entry["tflops"]), source=dict(src),
-                             conditions={**src.get("conditions", {}), **entry["conditions"]}))
+        out.append(
+            Reference(
+                device=str(entry["device"]),
+                match=str(entry["match"]),
+                dtype=str(entry["dtype"]),
+                tflops=float(entry["tflops"]),
+                source=dict(src),
+                conditions={**src.get("conditions", {}), **entry["conditions"]},
+            )
+        )
     return out
 
 
@@ -106,14 +113,30 @@ def reference_lines(matmul: pd.DataFrame, *, torch_version: str = "", env: dict 
         shape = "searched shape" if ref.conditions.get("shape") == "searched" else "its shape"
         flags = differences(ref, n=n, torch_version=torch_version, env=env or {})
         best_shape = ref.conditions.get("best_shape")
-        text = (f"{r['device']} {r['device_name']}: {S.fmt_num(tflops) if tflops < 100 else f'{tflops:.0f}'} TFLOP/s {S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} "
-                f"= {pct:.0f}% of the best published ({ref.source['name']} {ref.device}, {ref.tflops:g} TFLOP/s, "
-                f"{shape}{f' {best_shape}' if best_shape else ''}; here square n={n})")
+        text = (
+            f"{r['device']} {r['device_name']}: {S.fmt_num(tflops) if tflops < 100 else f'{tflops:.0f}'} TFLOP/s {S.DTYPE_LABEL.get(r['dtype'], r['dtype'])} "
+            f"= {pct:.0f}% of the best published ({ref.source['name']} {ref.device}, {ref.tflops:g} TFLOP/s, "
+            f"{shape}{f' {best_shape}' if best_shape else ''}; here square n={n})"
+        )
         if flags:
             text += "; differs: " + "; ".join(flags)
-        out.append({"run_id": str(r["run_id"]), "device": str(r["device"]), "device_name": str(r["device_name"]),
-                    "dtype": r["dtype"], "tflops": tflops, "n": n, "reference_tflops": ref.tflops, "pct": pct,
-                    "reference_device": ref.device, "source": ref.source["name"], "url": ref.source["url"],
-                    "commit": ref.source.get("commit", ""), "date": ref.source.get("date", ""), "flags": flags,
-                    "text": text})
+        out.append(
+            {
+                "run_id": str(r["run_id"]),
+                "device": str(r["device"]),
+                "device_name": str(r["device_name"]),
+                "dtype": r["dtype"],
+                "tflops": tflops,
+                "n": n,
+                "reference_tflops": ref.tflops,
+                "pct": pct,
+                "reference_device": ref.device,
+                "source": ref.source["name"],
+                "url": ref.source["url"],
+                "commit": ref.source.get("commit", ""),
+                "date": ref.source.get("date", ""),
+                "flags": flags,
+                "text": text,
+            }
+        )
     return out

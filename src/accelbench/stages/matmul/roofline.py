@@ -9,7 +9,6 @@ from ...columns import TRUSTED
 from ...reporting.roofline import _finite, _num, gemm_bytes
 
 
-
 def points(matmul: pd.DataFrame, tables: dict) -> list[dict]:
     mm = matmul[matmul["status"].isin(TRUSTED) & (pd.to_numeric(matmul["median_s"], errors="coerce") > 0)]
     out = []
@@ -25,6 +24,16 @@ def points(matmul: pd.DataFrame, tables: dict) -> list[dict]:
 
 def product(r: dict, kind: str, label: str, m: int, n: int, k: int) -> dict:
     """One timed product (m x k) @ (k x n) of a row, as a roofline point."""
-    return {**{c: r.get(c, "") for c in ("run_id", "backend", "device", "device_name")}, "kind": kind,
-            "point": label, "dtype": r["dtype"], "m": m, "n": n, "k": k, "flops": 2.0 * m * n * k,
-            "bytes": gemm_bytes(m, n, k, r["dtype"]), "time_s": _num(r["median_s"]), "launches": 1}
+    return {
+        **{c: r.get(c, "") for c in ("run_id", "backend", "device", "device_name")},
+        "kind": kind,
+        "point": label,
+        "dtype": r["dtype"],
+        "m": m,
+        "n": n,
+        "k": k,
+        "flops": 2.0 * m * n * k,
+        "bytes": gemm_bytes(m, n, k, r["dtype"]),
+        "time_s": _num(r["median_s"]),
+        "launches": 1,
+    }

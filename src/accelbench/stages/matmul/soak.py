@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ...columns import TRUSTED
 from ...measure import telemetry as tm
 from ...measure.failures import failure_status, one_line
-
 
 
 def soak_target(rows: list[dict], device: str) -> tuple[str, int] | None:
@@ -57,15 +56,24 @@ def mark_settled(rows: list[dict], rel_tol: float) -> None:
         r["clock_settled"] = None if start is None else i >= start
 
 
-def run_soak(kernels, telemetry, *, dtype: str, n: int, seconds: float, interval_s: float,
-             rel_tol: float = tm.DEFAULT_SETTLE_REL_TOL, clock: Callable[[], float] = time.perf_counter,
-             log: Callable[[str], None] = print) -> list[dict]:
+def run_soak(
+    kernels,
+    telemetry,
+    *,
+    dtype: str,
+    n: int,
+    seconds: float,
+    interval_s: float,
+    rel_tol: float = tm.DEFAULT_SETTLE_REL_TOL,
+    clock: Callable[[], float] = time.perf_counter,
+    log: Callable[[str], None] = print,
+) -> list[dict]:
     """Hold one (dtype, n) product on ``kernels``' device for ``seconds``: one row per ``interval_s``
     (interval, t_s since the soak started, calls, TFLOP/s and its telemetry window's columns).
 
     ``kernels`` is the sweep's device side (``TorchMatmul``): ``mode(dtype)`` and ``soak_step(dtype, n)``
     (one synchronized product per call); ``telemetry`` a ``DeviceTelemetry``."""
-    flops = 2.0 * n ** 3
+    flops = 2.0 * n**3
     key = {"dtype": dtype, "n": n}
     rows: list[dict] = []
     try:
@@ -86,24 +94,50 @@ def run_soak(kernels, telemetry, *, dtype: str, n: int, seconds: float, interval
                 tflops = calls * flops / (t1 - t0) / 1e12
                 w_start, w_end = cols.get("telemetry_start_unix_s"), cols.get("telemetry_end_unix_s")
                 duration = w_end - w_start if w_start is not None and w_end is not None else None
-                rows.append({**key, "interval": len(rows), "t_s": t1 - start, "interval_s": t1 - t0, "calls": calls,
-                             "tflops": tflops, **{k: v for k, v in cols.items() if k != "clock_halves_mhz"},
-                             "gflop_per_j": tm.per_joule(tflops * 1e3, cols.get("energy_j"), duration),
-                             "status": "ok", "status_detail": ""})
-                log(f"matmul soak {dtype} n={n} t={t1 - start:.1f}s: {tflops:.4g} TFLOP/s, "
-                    f"clock {cols.get('clock_mhz_median')} MHz, power {cols.get('power_w_median')} W")
+                rows.append(
+                    {
+                        **key,
+                        "interval": len(rows),
+                        "t_s": t1 - start,
+                        "interval_s": t1 - t0,
+                        "calls": calls,
+                        "tflops": tflops,
+                        **{k: v for k, v in cols.items() if k != "clock_halves_mhz"},
+                        "gflop_per_j": tm.per_joule(tflops * 1e3, cols.get("energy_j"), duration),
+                        "status": "ok",
+                        "status_detail": "",
+                    }
+                )
+                log(
+                    f"matmul soak {dtype} n={n} t={t1 - start:.1f}s: {tflops:.4g} TFLOP/s, "
+                    f"clock {cols.get('clock_mhz_median')} MHz, power {cols.get('power_w_median')} W"
+                )
     except Exception as exc:  # recorded as the soak's last row; the stage goes on
         backend = getattr(kernels, "backend", None)
-        rows.append({**key, "interval": len(rows), "status": failure_status(exc, backend),
-                     "status_detail": one_line(exc), "telemetry_source": telemetry.source})
+        rows.append(
+            {
+                **key,
+                "interval": len(rows),
+                "status": failure_status(exc, backend),
+                "status_detail": one_line(exc),
+                "telemetry_source": telemetry.source,
+            }
+        )
         if hasattr(kernels, "free"):
             kernels.free()
     mark_settled([r for r in rows if r["status"] == "ok"], rel_tol)
     return rows
 
 
-def soak_rows_for(st, rows: list[dict], mm_cfg: dict, *, kernels_for: Callable[[str], object],
-                  run: Callable[..., list[dict]] = run_soak, log: Callable[[str], None] = print) -> list[dict]:
+def soak_rows_for(
+    st,
+    rows: list[dict],
+    mm_cfg: dict,
+    *,
+    kernels_for: Callable[[str], object],
+    run: Callable[..., list[dict]] = run_soak,
+    log: Callable[[str], None] = print,
+) -> list[dict]:
     """The ``matmul_soak`` rows of a started matmul stage ``st`` after its sweep (``rows``): one soak per
     device, or one row per device saying why there is none (``off``: ``matmul.soak_s`` is 0; ``skipped``:
     no measured point to hold)."""
@@ -126,7 +160,17 @@ def soak_rows_for(st, rows: list[dict], mm_cfg: dict, *, kernels_for: Callable[[
         except Exception as exc:  # the device cannot be set up again: that is the soak's row
             out.append({**base, "dtype": dtype, "n": n, "status": failure_status(exc), "status_detail": one_line(exc)})
             continue
-        out += [{**base, **r} for r in run(kernels, st.telemetry(device), dtype=dtype, n=n, seconds=seconds,
-                                          interval_s=float(mm_cfg.get("soak_interval_s") or 1.0), rel_tol=rel_tol,
-                                          log=log)]
+        out += [
+            {**base, **r}
+            for r in run(
+                kernels,
+                st.telemetry(device),
+                dtype=dtype,
+                n=n,
+                seconds=seconds,
+                interval_s=float(mm_cfg.get("soak_interval_s") or 1.0),
+                rel_tol=rel_tol,
+                log=log,
+            )
+        ]
     return out

@@ -16,8 +16,11 @@ def summary_best(tables, series) -> dict:
     rows = []
     for _, s in series.iterrows():
         b = best[(best["run_id"] == s["run_id"]) & (best["device"] == s["device"])]
-        m = measured_any[(measured_any["run_id"] == s["run_id"]) & (measured_any["device"] == s["device"])] \
-            if not measured_any.empty else measured_any
+        m = (
+            measured_any[(measured_any["run_id"] == s["run_id"]) & (measured_any["device"] == s["device"])]
+            if not measured_any.empty
+            else measured_any
+        )
         if b.empty and m.empty:
             continue
         cells = []
@@ -27,18 +30,35 @@ def summary_best(tables, series) -> dict:
                 cells.append({"dtype": dtype, "tflops": None, "search": None})
                 continue
             r = r.iloc[0]
-            cells.append({"dtype": dtype, "tflops": float(r["tflops"]), "tflops_text": S.fmt_num(r["tflops"]),
-                          "pct": None if r["pct_of_peak"] != r["pct_of_peak"] else float(r["pct_of_peak"]),
-                          "pct_text": S.fmt_num(r["pct_of_peak"], 2) if r["pct_of_peak"] == r["pct_of_peak"] else "",
-                          "peak": r["peak_tflops"], "n": int(r["n"]), "status": r["status"], "search": None})
+            cells.append(
+                {
+                    "dtype": dtype,
+                    "tflops": float(r["tflops"]),
+                    "tflops_text": S.fmt_num(r["tflops"]),
+                    "pct": None if r["pct_of_peak"] != r["pct_of_peak"] else float(r["pct_of_peak"]),
+                    "pct_text": S.fmt_num(r["pct_of_peak"], 2) if r["pct_of_peak"] == r["pct_of_peak"] else "",
+                    "peak": r["peak_tflops"],
+                    "n": int(r["n"]),
+                    "status": r["status"],
+                    "search": None,
+                }
+            )
         rows.append(device_row(s, cells))
     return {"dtypes": dtypes, "dtype_labels": [S.DTYPE_LABEL.get(d, d) for d in dtypes], "rows": rows}
 
 
 def device_row(s, cells: list[dict]) -> dict:
     """One device's row of the best-throughput table (``s``: its series row)."""
-    return {"label": s["label"], "device_label": s["device_label"], "color": s["color"], "run_id": s["run_id"],
-            "backend": s["backend"], "device": s["device"], "device_name": s["device_name"], "cells": cells}
+    return {
+        "label": s["label"],
+        "device_label": s["device_label"],
+        "color": s["color"],
+        "run_id": s["run_id"],
+        "backend": s["backend"],
+        "device": s["device"],
+        "device_name": s["device_name"],
+        "cells": cells,
+    }
 
 
 def summary_speedup(tables, series) -> dict:
@@ -49,7 +69,7 @@ def summary_speedup(tables, series) -> dict:
         g = sp[(sp["run_id"] == s["run_id"]) & (sp["device"] == s["device"])]
         if g.empty:
             continue
-        sizes = sorted(set(int(n) for n in g["n"]))
+        sizes = sorted({int(n) for n in g["n"]})
         rows = []
         for dtype in S.dtype_sorted(g["dtype"]):
             d = g[g["dtype"] == dtype]
@@ -59,9 +79,18 @@ def summary_speedup(tables, series) -> dict:
                 v = float(r["speedup"].iloc[0]) if not r.empty else None
                 cells.append({"n": n, "value": v, "text": "—" if v is None else S.fmt_num(v, 3) + "×"})
             rows.append({"dtype": dtype, "dtype_label": S.DTYPE_LABEL.get(dtype, dtype), "cells": cells})
-        blocks.append({"label": s["label"], "device_label": s["device_label"], "color": s["color"],
-                       "run_id": s["run_id"], "device": s["device"],
-                       "baseline": g["baseline_device"].iloc[0], "sizes": sizes, "rows": rows})
+        blocks.append(
+            {
+                "label": s["label"],
+                "device_label": s["device_label"],
+                "color": s["color"],
+                "run_id": s["run_id"],
+                "device": s["device"],
+                "baseline": g["baseline_device"].iloc[0],
+                "sizes": sizes,
+                "rows": rows,
+            }
+        )
     return {"blocks": blocks, "any_accelerator": not accel.empty}
 
 
@@ -69,18 +98,24 @@ def reference_summary(tables) -> list[dict]:
     """Per run, device and dtype with a published figure (``references``): its sentence."""
     out = []
     runs = tables["runs"]
-    for run_id, mm in (tables["matmul"].groupby("run_id") if not tables["matmul"].empty else []):
+    for run_id, mm in tables["matmul"].groupby("run_id") if not tables["matmul"].empty else []:
         r = runs[runs["run_id"].astype(str) == str(run_id)] if not runs.empty else runs
-        torch_version = (str(r["torch_version"].iloc[0]) if len(r) and r["torch_version"].iloc[0] == r["torch_version"].iloc[0]
-                         else "")
+        torch_version = (
+            str(r["torch_version"].iloc[0])
+            if len(r) and r["torch_version"].iloc[0] == r["torch_version"].iloc[0]
+            else ""
+        )
         env = json.loads(r["env_json"].iloc[0]) if len(r) and isinstance(r["env_json"].iloc[0], str) else {}
         out += refs.reference_lines(mm, torch_version=torch_version, env=env)
     return out
 
 
 def context(tables, series, ctx) -> dict:
-    return {"best": summary_best(tables, series), "speedup": summary_speedup(tables, series),
-            "references": reference_summary(tables)}
+    return {
+        "best": summary_best(tables, series),
+        "speedup": summary_speedup(tables, series),
+        "references": reference_summary(tables),
+    }
 
 
 def headline(ctx, s) -> list[tuple[int, str]]:
@@ -91,13 +126,19 @@ def headline(ctx, s) -> list[tuple[int, str]]:
     if not cells:
         return out
     top = max(cells, key=lambda c: c["tflops"])
-    out.append((10, f"peaks at {top['tflops_text']} TFLOP/s in {S.DTYPE_LABEL.get(top['dtype'], top['dtype'])}"
-                + (f" ({top['pct_text']}% of peak)" if top.get("pct_text") else "")))
+    out.append(
+        (
+            10,
+            f"peaks at {top['tflops_text']} TFLOP/s in {S.DTYPE_LABEL.get(top['dtype'], top['dtype'])}"
+            + (f" ({top['pct_text']}% of peak)" if top.get("pct_text") else ""),
+        )
+    )
     for b in ctx["speedup"]["blocks"]:
         if b["run_id"] == s["run_id"] and b["device"] == s["device"]:
             fp = [r for r in b["rows"] if r["dtype"] == "float32"] or b["rows"][:1]
             last = [c for c in fp[0]["cells"] if c["value"] is not None] if fp else []
             if last:
-                out.append((30, f"{last[-1]['text']} the {b['baseline']} in {fp[0]['dtype_label']} at "
-                                f"n={last[-1]['n']}"))
+                out.append(
+                    (30, f"{last[-1]['text']} the {b['baseline']} in {fp[0]['dtype_label']} at n={last[-1]['n']}")
+                )
     return out

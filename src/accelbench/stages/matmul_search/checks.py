@@ -17,5 +17,9 @@ def check_search_points(df, table: str, config: dict, path: Path, problems: Prob
     for device, group in df[df["status"].astype(str) != "absent"].groupby("device", sort=True):
         lacking = sorted(wanted - set(group["dtype"].dropna().astype(str)))
         if lacking:
-            problems.add(path, "missing_points", f"{device}: no search row for dtype(s) {', '.join(lacking)} "
-                         "(file cut short?)", run_id)
+            problems.add(
+                path,
+                "missing_points",
+                f"{device}: no search row for dtype(s) {', '.join(lacking)} (file cut short?)",
+                run_id,
+            )

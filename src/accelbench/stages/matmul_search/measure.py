@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from ... import registry
-from ...measure import shape_search
 from ...columns import TRUSTED
+from ...measure import shape_search
 from ...measure.timing import Measurer
 from ...run.io import Checkpoint, atomic_write_csv
 from ..common import add_device_stage_arguments, start
@@ -82,10 +82,21 @@ class Estimator:
         return predict_point_s(call_s, self._rt(phase)) + 2 * call_s + overhead
 
 
-def search_device_dtype(kernels, *, dtype: str, space: shape_search.Space, search_cfg: dict, settings: Settings,
-                        peak: tuple, base: dict, checkpoint, config_hash: str, measurers: dict | None = None,
-                        clock: Callable[[], float] = time.monotonic,
-                        log: Callable[[str], None] = print) -> list[dict]:
+def search_device_dtype(
+    kernels,
+    *,
+    dtype: str,
+    space: shape_search.Space,
+    search_cfg: dict,
+    settings: Settings,
+    peak: tuple,
+    base: dict,
+    checkpoint,
+    config_hash: str,
+    measurers: dict | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: Callable[[str], None] = print,
+) -> list[dict]:
     """Search one dtype on one device; every evaluation's row (with ``base``: provenance, device columns).
 
     ``measurers`` ({"screen": Measurer, "confirm": Measurer}) are swapped into ``kernels`` per phase
@@ -93,8 +104,11 @@ def search_device_dtype(kernels, *, dtype: str, space: shape_search.Space, searc
     """
     device = base.get("device", "")
     budget_s = float(search_cfg["budget_s"])
-    rt = {"coarse": float(search_cfg["min_run_time_s"]), "refine": float(search_cfg["min_run_time_s"]),
-          "confirm": settings.min_run_time_s}
+    rt = {
+        "coarse": float(search_cfg["min_run_time_s"]),
+        "refine": float(search_cfg["min_run_time_s"]),
+        "confirm": settings.min_run_time_s,
+    }
     estimate = Estimator(rt)
     measured: list[tuple[float, float, float]] = []  # (flops, cube edge, median_s) of every timed point
     errors = {"consecutive": 0}
@@ -105,7 +119,7 @@ def search_device_dtype(kernels, *, dtype: str, space: shape_search.Space, searc
         try:
             if not kernels.support(dtype):  # no pool for a dtype the device cannot multiply
                 reserve(dtype, Shape(*space.largest()))
-        except Exception:  # noqa: S110 - the first evaluation meets the same failure and records it as its status
+        except Exception:  # the first evaluation meets the same failure and records it as its status
             pass
 
     def previous_for(flops: float):
@@ -127,17 +141,30 @@ def search_device_dtype(kernels, *, dtype: str, space: shape_search.Space, searc
                 kernels.measurer = measurers["confirm" if phase == "confirm" else "screen"]
             left = max(0.0, deadline - clock())
             t0 = clock()
-            row = {**base, **measure_point(kernels, dtype=dtype, n=n, m=m, k=k, shape_name="",
-                                           settings=replace(settings, min_run_time_s=rt[phase], point_budget_s=left),
-                                           peak=peak, previous=previous_for(flops)),
-                   "phase": phase}
+            row = {
+                **base,
+                **measure_point(
+                    kernels,
+                    dtype=dtype,
+                    n=n,
+                    m=m,
+                    k=k,
+                    shape_name="",
+                    settings=replace(settings, min_run_time_s=rt[phase], point_budget_s=left),
+                    peak=peak,
+                    previous=previous_for(flops),
+                ),
+                "phase": phase,
+            }
             wall = clock() - t0
             checkpoint.add(row)
         estimate.observe(phase, flops, row.get("median_s"), wall)
         if _finite(row.get("median_s")):
             measured.append((flops, float(math.prod(shape)) ** (1 / 3), float(row["median_s"])))
-        log(f"matmul-search {device} {dtype} {phase} {m}x{n}x{k}: {row['status']} "
-            f"tflops={float(row.get('tflops', math.nan)):.4g}{' (checkpoint)' if wall is None else ''}")
+        log(
+            f"matmul-search {device} {dtype} {phase} {m}x{n}x{k}: {row['status']} "
+            f"tflops={float(row.get('tflops', math.nan)):.4g}{' (checkpoint)' if wall is None else ''}"
+        )
         score = float(row["tflops"]) if row.get("status") in TRUSTED and _finite(row.get("tflops")) else math.nan
         return score, row
 
@@ -151,9 +178,17 @@ def search_device_dtype(kernels, *, dtype: str, space: shape_search.Space, searc
         return None
 
     # the pool was drawn on the budget's time: the search gets what is left
-    result = shape_search.search(space, evaluate, budget_s=max(0.0, deadline - clock()), estimate_s=estimate,
-                                 clock=clock, coarse_points=int(search_cfg["coarse_points"]),
-                                 starts=int(search_cfg["starts"]), confirm=int(search_cfg["confirm"]), stop=stop)
+    result = shape_search.search(
+        space,
+        evaluate,
+        budget_s=max(0.0, deadline - clock()),
+        estimate_s=estimate,
+        clock=clock,
+        coarse_points=int(search_cfg["coarse_points"]),
+        starts=int(search_cfg["starts"]),
+        confirm=int(search_cfg["confirm"]),
+        stop=stop,
+    )
     elapsed = clock() - started
     rows = []
     for e in result.evaluations:
@@ -161,20 +196,29 @@ def search_device_dtype(kernels, *, dtype: str, space: shape_search.Space, searc
         median_s, flops = row.get("median_s"), row.get("flops")
         lo_s, hi_s = row.get("ci95_low_s"), row.get("ci95_high_s")
         row.update(
-            evaluation=e.order, phase=e.phase, best=result.best is not None and e is result.best,
+            evaluation=e.order,
+            phase=e.phase,
+            best=result.best is not None and e is result.best,
             tflops_ci95_low=float(flops) / float(hi_s) / 1e12 if _finite(hi_s) and float(hi_s) > 0 else math.nan,
             tflops_ci95_high=float(flops) / float(lo_s) / 1e12 if _finite(lo_s) and float(lo_s) > 0 else math.nan,
-            method=result.method, grid_points=result.grid_points, evaluated_shapes=result.evaluated_shapes,
-            search_s=elapsed, budget_s=budget_s, stop_reason=result.stop_reason,
-            min_run_time_s=rt[e.phase])
+            method=result.method,
+            grid_points=result.grid_points,
+            evaluated_shapes=result.evaluated_shapes,
+            search_s=elapsed,
+            budget_s=budget_s,
+            stop_reason=result.stop_reason,
+            min_run_time_s=rt[e.phase],
+        )
         if not _finite(median_s):
             row["tflops"] = math.nan
         rows.append(row)
     if result.best is not None:
         b = result.best
-        log(f"matmul-search {device} {dtype}: best {b.shape[0]}x{b.shape[1]}x{b.shape[2]} {b.score:.4g} TFLOP/s "
+        log(
+            f"matmul-search {device} {dtype}: best {b.shape[0]}x{b.shape[1]}x{b.shape[2]} {b.score:.4g} TFLOP/s "
             f"({b.phase}); {result.evaluated_shapes}/{result.grid_points} shapes "
-            f"({100 * result.share:.1f}%) in {elapsed:.1f} s of {budget_s:g}; {result.stop_reason}")
+            f"({100 * result.share:.1f}%) in {elapsed:.1f} s of {budget_s:g}; {result.stop_reason}"
+        )
     return rows
 
 
@@ -201,21 +245,38 @@ def cli(args) -> int:
     rows = []
     for device in st.devices:
         base = st.device_row(device)
-        measurers = {phase: Measurer(st.backend.synced_timer(device), min_run_time_s=rt, threads=st.threads)
-                     for phase, rt in (("screen", search_cfg["min_run_time_s"]), ("confirm", settings.min_run_time_s))}
+        measurers = {
+            phase: Measurer(st.backend.synced_timer(device), min_run_time_s=rt, threads=st.threads)
+            for phase, rt in (("screen", search_cfg["min_run_time_s"]), ("confirm", settings.min_run_time_s))
+        }
         try:
-            kernels = TorchMatmul(device, st.backend, measurer=measurers["screen"], info=st.info(device),
-                                  seed=settings.seed, rotate=settings.rotate_inputs, reuse_operands=True)
+            kernels = TorchMatmul(
+                device,
+                st.backend,
+                measurer=measurers["screen"],
+                info=st.info(device),
+                seed=settings.seed,
+                rotate=settings.rotate_inputs,
+                reuse_operands=True,
+            )
         except Exception as exc:  # every evaluation records it; the search gives up after a few
             kernels, measurers = _Unusable(exc), None
         for dtype in search_cfg["dtypes"]:
             peak = peak_safe(st.backend, st.info(device), dtype, st.threads, mm_cfg.get("peak_tflops") or {})
-            rows += search_device_dtype(kernels, dtype=dtype, space=space, search_cfg=search_cfg, settings=settings,
-                                        peak=peak, base=base, checkpoint=checkpoint,
-                                        config_hash=st.run_info["config_hash"], measurers=measurers)
+            rows += search_device_dtype(
+                kernels,
+                dtype=dtype,
+                space=space,
+                search_cfg=search_cfg,
+                settings=settings,
+                peak=peak,
+                base=base,
+                checkpoint=checkpoint,
+                config_hash=st.run_info["config_hash"],
+                measurers=measurers,
+            )
             free = getattr(kernels, "free", None)
             if callable(free):
                 free()
     atomic_write_csv(out, rows, columns=COLUMNS)
     return 0
-

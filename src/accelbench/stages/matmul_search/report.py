@@ -16,31 +16,46 @@ def search_tables(tables, series) -> dict:
     summary = []
     for _, r in best.iterrows():
         share = r["evaluated_shapes"] / r["grid_points"] if r["grid_points"] else float("nan")
-        summary.append({"label": r["label"], "color": r["color"], "run_id": r["run_id"], "device": r["device"],
-                        "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]), "dtype_key": r["dtype"],
-                        "shape": _shape_text(r["m"], r["n"], r["k"]), "tflops": S.fmt_num(r["tflops"]),
-                        "tflops_value": float(r["tflops"]),
-                        "ci": within_run_ci(_tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
-                                            r.get("ci_method")),
-                        "pct": S.fmt_unit(r["pct_of_peak"], "%"),
-                        "shapes": f"{int(r['evaluated_shapes'])} of {int(r['grid_points'])}",
-                        "share": S.fmt_unit(100 * share, "%", 2), "evaluations": int(r["evaluations"]),
-                        "time": f"{S.fmt_time(r['search_s'])} of {S.fmt_time(r['budget_s'])}",
-                        "stop": str(_cell(r["stop_reason"])), "phase": str(r["phase"])})
+        summary.append(
+            {
+                "label": r["label"],
+                "color": r["color"],
+                "run_id": r["run_id"],
+                "device": r["device"],
+                "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]),
+                "dtype_key": r["dtype"],
+                "shape": _shape_text(r["m"], r["n"], r["k"]),
+                "tflops": S.fmt_num(r["tflops"]),
+                "tflops_value": float(r["tflops"]),
+                "ci": within_run_ci(_tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]), r.get("ci_method")),
+                "pct": S.fmt_unit(r["pct_of_peak"], "%"),
+                "shapes": f"{int(r['evaluated_shapes'])} of {int(r['grid_points'])}",
+                "share": S.fmt_unit(100 * share, "%", 2),
+                "evaluations": int(r["evaluations"]),
+                "time": f"{S.fmt_time(r['search_s'])} of {S.fmt_time(r['budget_s'])}",
+                "stop": str(_cell(r["stop_reason"])),
+                "phase": str(r["phase"]),
+            }
+        )
     ev = S.with_series(search[search["status"].astype(str) != "absent"], series)
     evaluations = []
     if not ev.empty:
         ev = ev.sort_values(["label", "dtype", "evaluation"])
         for _, r in ev.iterrows():
-            evaluations.append({"label": r["label"], "color": r["color"],
-                                "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]),
-                                "evaluation": "" if r["evaluation"] != r["evaluation"] else int(r["evaluation"]),
-                                "phase": str(_cell(r["phase"])),
-                                "shape": _shape_text(r["m"], r["n"], r["k"]) if r["m"] == r["m"] else "",
-                                "tflops": S.fmt_num(r["tflops"]),
-                                "ci": within_run_ci(_tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]),
-                                                    r.get("ci_method")),
-                                "best": S.as_bool(r["best"]) is True, "status": str(r["status"])})
+            evaluations.append(
+                {
+                    "label": r["label"],
+                    "color": r["color"],
+                    "dtype": S.DTYPE_LABEL.get(r["dtype"], r["dtype"]),
+                    "evaluation": "" if r["evaluation"] != r["evaluation"] else int(r["evaluation"]),
+                    "phase": str(_cell(r["phase"])),
+                    "shape": _shape_text(r["m"], r["n"], r["k"]) if r["m"] == r["m"] else "",
+                    "tflops": S.fmt_num(r["tflops"]),
+                    "ci": within_run_ci(_tflops_ci(r["tflops_ci95_low"], r["tflops_ci95_high"]), r.get("ci_method")),
+                    "best": S.as_bool(r["best"]) is True,
+                    "status": str(r["status"]),
+                }
+            )
     return {"summary": summary, "evaluations": evaluations, "ci_note": WITHIN_RUN_CI_NOTE}
 
 

@@ -9,7 +9,6 @@ from ...reporting.roofline import _num
 from ..matmul.roofline import product
 
 
-
 def points(search: pd.DataFrame, tables: dict) -> list[dict]:
     if "best" not in search.columns:
         return []

@@ -30,9 +30,12 @@ def context(tables, series, ctx) -> dict:
             f = found[found["dtype"] == dtype]
             if not f.empty:
                 f = f.iloc[0]
-                c["search"] = {"tflops": float(f["tflops"]), "tflops_text": S.fmt_num(f["tflops"]),
-                               "shape": _shape_text(f["m"], f["n"], f["k"]),
-                               "ci": _tflops_ci(f["tflops_ci95_low"], f["tflops_ci95_high"])}
+                c["search"] = {
+                    "tflops": float(f["tflops"]),
+                    "tflops_text": S.fmt_num(f["tflops"]),
+                    "shape": _shape_text(f["m"], f["n"], f["k"]),
+                    "ci": _tflops_ci(f["tflops_ci95_low"], f["tflops_ci95_high"]),
+                }
             new.append(c)
         out_rows.append({**(row or device_row(s, [])), "cells": new})
     return {"best": {"dtypes": dtypes, "dtype_labels": [S.DTYPE_LABEL.get(d, d) for d in dtypes], "rows": out_rows}}
@@ -45,5 +48,10 @@ def headline(ctx, s) -> list[tuple[int, str]]:
     if not searched or not any(c["tflops"] is not None for c in row["cells"]):
         return []
     c = max(searched, key=lambda c: c["search"]["tflops"])
-    return [(20, f"the shape search reached {c['search']['tflops_text']} TFLOP/s in "
-                 f"{S.DTYPE_LABEL.get(c['dtype'], c['dtype'])} at {c['search']['shape']}")]
+    return [
+        (
+            20,
+            f"the shape search reached {c['search']['tflops_text']} TFLOP/s in "
+            f"{S.DTYPE_LABEL.get(c['dtype'], c['dtype'])} at {c['search']['shape']}",
+        )
+    ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import KERNELS, LAUNCH
 from ...reporting.aggregate import Problems
+from . import KERNELS, LAUNCH
 
 
 def check_membw_points(df, table: str, config: dict, path: Path, problems: Problems, run_id: str) -> None:
@@ -22,5 +22,9 @@ def check_membw_points(df, table: str, config: dict, path: Path, problems: Probl
         first, second = (sizes[k] for k in KERNELS)
         if first != second or not first:
             odd = sorted(first ^ second) or ["all"]
-            problems.add(path, "missing_points", f"{device}: copy and triad rows differ at size(s) "
-                         f"{', '.join(map(str, odd))} (file cut short?)", run_id)
+            problems.add(
+                path,
+                "missing_points",
+                f"{device}: copy and triad rows differ at size(s) {', '.join(map(str, odd))} (file cut short?)",
+                run_id,
+            )

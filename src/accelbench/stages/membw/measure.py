@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import gc
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ... import registry
 from ...measure import samples as sample_table
@@ -53,20 +53,24 @@ TRIAD_SCALAR = 3.0
 
 # ---- pure logic ---------------------------------------------------------------------------------
 
+
 def plan_sizes(cache_bytes: int, free_bytes: int, cfg: dict) -> list[int]:
     """Bytes per array, ascending: ``min_kb`` KiB times powers of ``size_factor`` below the cap, then the cap:
     min(``llc_factor`` x ``cache_bytes``, ``max_mb`` MiB, ``MEMORY_FRACTION`` of free memory / 3), each a whole
     number of float32 elements."""
     lo = int(cfg["min_kb"]) * 1024
-    cap = min(float(cfg["llc_factor"]) * cache_bytes, float(cfg["max_mb"]) * 1024 ** 2,
-              MEMORY_FRACTION * free_bytes / max(ARRAYS.values()))
+    cap = min(
+        float(cfg["llc_factor"]) * cache_bytes,
+        float(cfg["max_mb"]) * 1024**2,
+        MEMORY_FRACTION * free_bytes / max(ARRAYS.values()),
+    )
     cap = max(ELEMENT_BYTES, int(cap) // ELEMENT_BYTES * ELEMENT_BYTES)
     sizes, size = [], float(lo)
     while size < cap * 0.999:
         sizes.append(int(size) // ELEMENT_BYTES * ELEMENT_BYTES)
         size *= float(cfg["size_factor"])
     sizes.append(cap)
-    return sorted(set(s for s in sizes if s > 0))
+    return sorted({s for s in sizes if s > 0})
 
 
 def bytes_moved(kernel: str, size_bytes: int) -> int:
@@ -77,18 +81,31 @@ def gbps(nbytes: float, seconds: float) -> float:
     return nbytes / seconds / 1e9 if seconds and seconds > 0 else math.nan
 
 
-def bandwidth_row(kernel: str, size_bytes: int, stats: TimingStats, unstable_iqr_ratio: float,
-                  peak_gbps: float | None) -> dict:
+def bandwidth_row(
+    kernel: str, size_bytes: int, stats: TimingStats, unstable_iqr_ratio: float, peak_gbps: float | None
+) -> dict:
     """The measured columns of one (kernel, size): GB/s from the median and its 95% interval."""
     moved = bytes_moved(kernel, size_bytes) if kernel in ARRAYS else math.nan
     rate = gbps(moved, stats.median_s)
-    row = {"kernel": kernel, "size_bytes": size_bytes, "bytes_moved": moved, "median_s": stats.median_s,
-           "iqr_s": stats.iqr_s, "ci95_low_s": stats.ci95_low_s, "ci95_high_s": stats.ci95_high_s,
-           "ci_method": stats.ci_method, "lag1_autocorr": stats.lag1_autocorr, "repeats": stats.repeats,
-           "blocks": stats.blocks, "gbps": rate,
-           "gbps_ci95_low": gbps(moved, stats.ci95_high_s), "gbps_ci95_high": gbps(moved, stats.ci95_low_s),
-           "pct_of_peak": 100 * rate / peak_gbps if peak_gbps and kernel in ARRAYS else math.nan,
-           "status": "ok", "status_detail": ""}
+    row = {
+        "kernel": kernel,
+        "size_bytes": size_bytes,
+        "bytes_moved": moved,
+        "median_s": stats.median_s,
+        "iqr_s": stats.iqr_s,
+        "ci95_low_s": stats.ci95_low_s,
+        "ci95_high_s": stats.ci95_high_s,
+        "ci_method": stats.ci_method,
+        "lag1_autocorr": stats.lag1_autocorr,
+        "repeats": stats.repeats,
+        "blocks": stats.blocks,
+        "gbps": rate,
+        "gbps_ci95_low": gbps(moved, stats.ci95_high_s),
+        "gbps_ci95_high": gbps(moved, stats.ci95_low_s),
+        "pct_of_peak": 100 * rate / peak_gbps if peak_gbps and kernel in ARRAYS else math.nan,
+        "status": "ok",
+        "status_detail": "",
+    }
     if is_unstable(stats.iqr_s, stats.median_s, unstable_iqr_ratio):
         row.update(status="unstable", status_detail=f"IQR/median {stats.iqr_ratio:.3f} > {unstable_iqr_ratio:g}")
     row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
@@ -96,6 +113,7 @@ def bandwidth_row(kernel: str, size_bytes: int, stats: TimingStats, unstable_iqr
 
 
 # ---- the device side ------------------------------------------------------------------------------
+
 
 class TorchStreams:
     """The arrays and the timed statements of one device (device specifics from ``backend``: its
@@ -114,15 +132,17 @@ class TorchStreams:
         gc.collect()
         n = size_bytes // ELEMENT_BYTES
         t = self.torch
-        self.arrays = {name: t.empty(n, dtype=t.float32, device=self.device).fill_(value)
-                       for name, value in (("a", 1.0), ("b", 2.0), ("c", 0.5))}
+        self.arrays = {
+            name: t.empty(n, dtype=t.float32, device=self.device).fill_(value)
+            for name, value in (("a", 1.0), ("b", 2.0), ("c", 0.5))
+        }
 
     def release(self) -> None:
         self.arrays = {}
         gc.collect()
         try:
             self.backend.empty_cache(self.device)
-        except Exception:  # noqa: S110 - giving memory back is best effort
+        except Exception:  # giving memory back is best effort
             pass
 
     def statement(self, kernel: str) -> tuple[str, dict]:
@@ -144,14 +164,30 @@ class TorchStreams:
         return stmt, g
 
 
-def measure_kernel(streams, measurer, kernel: str, size_bytes: int, *, unstable_iqr_ratio: float,
-                   peak_gbps: float | None) -> dict:
+def measure_kernel(
+    streams, measurer, kernel: str, size_bytes: int, *, unstable_iqr_ratio: float, peak_gbps: float | None
+) -> dict:
     """One (kernel, size) row without provenance; a failure is its status."""
     nan = math.nan
-    row = {"kernel": kernel, "size_bytes": size_bytes, "bytes_moved": nan, "median_s": nan, "iqr_s": nan,
-           "ci95_low_s": nan, "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0,
-           "gbps": nan, "gbps_ci95_low": nan,
-           "gbps_ci95_high": nan, "pct_of_peak": nan, "status": "ok", "status_detail": ""}
+    row = {
+        "kernel": kernel,
+        "size_bytes": size_bytes,
+        "bytes_moved": nan,
+        "median_s": nan,
+        "iqr_s": nan,
+        "ci95_low_s": nan,
+        "ci95_high_s": nan,
+        "ci_method": "",
+        "lag1_autocorr": nan,
+        "repeats": 0,
+        "blocks": 0,
+        "gbps": nan,
+        "gbps_ci95_low": nan,
+        "gbps_ci95_high": nan,
+        "pct_of_peak": nan,
+        "status": "ok",
+        "status_detail": "",
+    }
     try:
         stmt, g = streams.statement(kernel)
         measurer.warm_up(stmt, g, calls=2)
@@ -162,15 +198,24 @@ def measure_kernel(streams, measurer, kernel: str, size_bytes: int, *, unstable_
     return bandwidth_row(kernel, size_bytes, stats, unstable_iqr_ratio, peak_gbps)
 
 
-def device_rows(device: str, cfg: dict, *, streams, measurer, cache_bytes: int, free_bytes: int,
-                peak: tuple[float | None, str], log: Callable[[str], None] = print) -> list[dict]:
+def device_rows(
+    device: str,
+    cfg: dict,
+    *,
+    streams,
+    measurer,
+    cache_bytes: int,
+    free_bytes: int,
+    peak: tuple[float | None, str],
+    log: Callable[[str], None] = print,
+) -> list[dict]:
     """The launch floor, then every size x kernel on one device (rows without provenance)."""
     peak_gbps, peak_source = peak
-    common = {"peak_gbps": peak_gbps if peak_gbps else math.nan, "peak_source": peak_source,
-              "cache_bytes": cache_bytes}
+    common = {"peak_gbps": peak_gbps if peak_gbps else math.nan, "peak_source": peak_source, "cache_bytes": cache_bytes}
     ratio = cfg["unstable_iqr_ratio"]
-    rows = [{**measure_kernel(streams, measurer, LAUNCH, ELEMENT_BYTES, unstable_iqr_ratio=ratio,
-                              peak_gbps=None), **common}]
+    rows = [
+        {**measure_kernel(streams, measurer, LAUNCH, ELEMENT_BYTES, unstable_iqr_ratio=ratio, peak_gbps=None), **common}
+    ]
     log(f"membw {device} launch floor: {rows[0]['status']} {rows[0]['median_s'] * 1e6:.3g} us per synchronized op")
     for size in plan_sizes(cache_bytes, free_bytes, cfg):
         try:
@@ -179,21 +224,34 @@ def device_rows(device: str, cfg: dict, *, streams, measurer, cache_bytes: int, 
             status, detail = failure_status(exc, getattr(streams, "backend", None)), one_line(exc)
             streams.release()
             for kernel in KERNELS:
-                rows.append({"kernel": kernel, "size_bytes": size, "bytes_moved": bytes_moved(kernel, size),
-                             "repeats": 0, "status": status, "status_detail": detail, **common})
+                rows.append(
+                    {
+                        "kernel": kernel,
+                        "size_bytes": size,
+                        "bytes_moved": bytes_moved(kernel, size),
+                        "repeats": 0,
+                        "status": status,
+                        "status_detail": detail,
+                        **common,
+                    }
+                )
             log(f"membw {device} {size} B: {status} {detail}")
             continue
         for kernel in KERNELS:
-            row = {**measure_kernel(streams, measurer, kernel, size, unstable_iqr_ratio=ratio, peak_gbps=peak_gbps),
-                   **common}
+            row = {
+                **measure_kernel(streams, measurer, kernel, size, unstable_iqr_ratio=ratio, peak_gbps=peak_gbps),
+                **common,
+            }
             rows.append(row)
-            log(f"membw {device} {kernel} {size} B: {row['status']} {row['gbps']:.4g} GB/s {row['status_detail']}"
-                .rstrip())
+            log(
+                f"membw {device} {kernel} {size} B: {row['status']} {row['gbps']:.4g} GB/s {row['status_detail']}".rstrip()
+            )
         streams.release()
     return rows
 
 
 # ---- the stage ----------------------------------------------------------------------------------
+
 
 def add_arguments(p) -> None:
     add_device_stage_arguments(p)
@@ -214,15 +272,25 @@ def cli(args) -> int:
         try:
             info = st.info(device)
             streams = TorchStreams(device, st.backend)
-            measurer = Measurer(st.backend.synced_timer(device), min_run_time_s=cfg["min_run_time_s"],
-                                threads=st.threads)
-            rows += [{**base, **r} for r in device_rows(
-                device, cfg, streams=streams, measurer=measurer,
-                cache_bytes=int(st.backend.cache_bytes(device, info)), free_bytes=int(st.backend.free_bytes(device)),
-                peak=st.backend.peak_gbps(info, cfg.get("peak_gbps") or {}))]
+            measurer = Measurer(
+                st.backend.synced_timer(device), min_run_time_s=cfg["min_run_time_s"], threads=st.threads
+            )
+            rows += [
+                {**base, **r}
+                for r in device_rows(
+                    device,
+                    cfg,
+                    streams=streams,
+                    measurer=measurer,
+                    cache_bytes=int(st.backend.cache_bytes(device, info)),
+                    free_bytes=int(st.backend.free_bytes(device)),
+                    peak=st.backend.peak_gbps(info, cfg.get("peak_gbps") or {}),
+                )
+            ]
         except Exception as exc:  # the device could not be set up at all: one row says why
-            rows.append({**base, "kernel": LAUNCH, "status": failure_status(exc, st.backend),
-                         "status_detail": one_line(exc)})
+            rows.append(
+                {**base, "kernel": LAUNCH, "status": failure_status(exc, st.backend), "status_detail": one_line(exc)}
+            )
     atomic_write_csv(out, rows, columns=COLUMNS)
     st.write_samples(args.out_dir, sample_table.from_block_rows("membw", rows))
     return 0

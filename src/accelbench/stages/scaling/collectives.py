@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import math
 import timeit
-from typing import Callable
+from collections.abc import Callable
 
 from ...measure.failures import failure_status, one_line
 from ...measure.timing import MIN_BLOCKS, summarize
-from .stats import (algbw_gbps, busbw_factor, busbw_gbps, collective_buffer_bytes, collective_elements)
+from .stats import algbw_gbps, busbw_factor, busbw_gbps, collective_buffer_bytes, collective_elements
 
 MAX_BLOCKS = 50
 MAX_CALLS = 10_000
@@ -59,7 +59,7 @@ class TorchCollectives:
     def buffers(self, collective: str, count: int) -> tuple:
         """The tensors one call needs, ``count`` elements per rank chunk (the whole buffer for all_reduce and
         broadcast), filled so that nothing is measured while memory is first touched."""
-        empty = lambda n: self.torch.ones(n, dtype=self.torch.float32, device=self.device)  # noqa: E731
+        empty = lambda n: self.torch.ones(n, dtype=self.torch.float32, device=self.device)
         if collective == "all_gather":
             return empty(count * self.world), empty(count)
         if collective == "reduce_scatter":
@@ -91,24 +91,50 @@ class TorchCollectives:
         return out / self.world if op == "mean" else out
 
 
-def measure_collective(collective: str, size_bytes: int, *, ops, sync: Callable[[], None], world_size: int,
-                       cap_bytes: float, min_run_time_s: float, clock: Callable[[], float] = timeit.default_timer) -> dict:
+def measure_collective(
+    collective: str,
+    size_bytes: int,
+    *,
+    ops,
+    sync: Callable[[], None],
+    world_size: int,
+    cap_bytes: float,
+    min_run_time_s: float,
+    clock: Callable[[], float] = timeit.default_timer,
+) -> dict:
     """One (collective, requested size) in this world: its row (without provenance); see the module doc.
 
     Failures are the row's status (``skipped_memory``, ``unsupported``, ``oom``, ``error``)."""
     count, size = collective_elements(collective, size_bytes, world_size)
     nan = math.nan
-    row = {"collective": collective, "world_size": int(world_size), "size_bytes": size or int(size_bytes),
-           "dtype": DTYPE, "median_s": nan, "iqr_s": nan, "ci95_low_s": nan, "ci95_high_s": nan, "algbw_gbps": nan,
-           "busbw_gbps": nan, "busbw_factor": busbw_factor(collective, world_size), "repeats": 0, "blocks": 0,
-           "calls_per_block": 0, "status": "ok", "status_detail": ""}
+    row = {
+        "collective": collective,
+        "world_size": int(world_size),
+        "size_bytes": size or int(size_bytes),
+        "dtype": DTYPE,
+        "median_s": nan,
+        "iqr_s": nan,
+        "ci95_low_s": nan,
+        "ci95_high_s": nan,
+        "algbw_gbps": nan,
+        "busbw_gbps": nan,
+        "busbw_factor": busbw_factor(collective, world_size),
+        "repeats": 0,
+        "blocks": 0,
+        "calls_per_block": 0,
+        "status": "ok",
+        "status_detail": "",
+    }
     if count == 0:
         row.update(status="unsupported", status_detail=f"{size_bytes} B is less than one {DTYPE} per rank")
         return row
     need = collective_buffer_bytes(collective, size, world_size)
     if need > cap_bytes:
-        row.update(status="skipped_memory", status_detail=f"needs {need} B per rank; the cap is {int(cap_bytes)} B "
-                                                          "(half the free memory of the device, shared by its ranks)")
+        row.update(
+            status="skipped_memory",
+            status_detail=f"needs {need} B per rank; the cap is {int(cap_bytes)} B "
+            "(half the free memory of the device, shared by its ranks)",
+        )
         return row
     try:
         buffers = ops.buffers(collective, count)
@@ -135,8 +161,15 @@ def measure_collective(collective: str, size_bytes: int, *, ops, sync: Callable[
         row.update(status=failure_status(exc), status_detail=one_line(exc))
         return row
     stats = summarize(per_call, calls)
-    row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s, ci95_high_s=stats.ci95_high_s,
-               repeats=stats.repeats, blocks=stats.blocks, calls_per_block=calls,
-               algbw_gbps=algbw_gbps(size, stats.median_s),
-               busbw_gbps=busbw_gbps(collective, size, stats.median_s, world_size))
+    row.update(
+        median_s=stats.median_s,
+        iqr_s=stats.iqr_s,
+        ci95_low_s=stats.ci95_low_s,
+        ci95_high_s=stats.ci95_high_s,
+        repeats=stats.repeats,
+        blocks=stats.blocks,
+        calls_per_block=calls,
+        algbw_gbps=algbw_gbps(size, stats.median_s),
+        busbw_gbps=busbw_gbps(collective, size, stats.median_s, world_size),
+    )
     return row

@@ -20,8 +20,10 @@ from ...reporting.plots import (
     _series_handles,
 )
 
-SCALING_OFF_TEXT = ("Scaling not measured: scaling.enabled is false (the default).\n"
-                    "Set  scaling: {enabled: true}  in the config to measure DDP scaling, collectives and device copies.")
+SCALING_OFF_TEXT = (
+    "Scaling not measured: scaling.enabled is false (the default).\n"
+    "Set  scaling: {enabled: true}  in the config to measure DDP scaling, collectives and device copies."
+)
 
 
 MODE_MARKERS = {"fp32": "o", "tf32": "s", "amp_bf16": "^", "amp_fp16": "v"}
@@ -44,8 +46,9 @@ def _scaling_not_measured(plt, title: str, df, measured_anywhere: bool = True) -
     if measured_anywhere and statuses and statuses <= {"disabled", "absent", "unsupported"}:
         details = sorted(set(df.get("status_detail", pd.Series(dtype=object)).dropna().astype(str)))[:3]
         reasons = details or [f"status: {', '.join(sorted(statuses))}"]
-        return _message(plt, title, "Scaling not measured here:\n" + "\n".join(textwrap.shorten(r, 110)
-                                                                                for r in reasons))
+        return _message(
+            plt, title, "Scaling not measured here:\n" + "\n".join(textwrap.shorten(r, 110) for r in reasons)
+        )
     return None
 
 
@@ -67,8 +70,9 @@ def fig_scaling_efficiency(plt, sns, tables, series):
     ok = df[(df["status"] == "ok") & (pd.to_numeric(df["samples_per_s"], errors="coerce") > 0)]
     if ok.empty:
         reasons = sorted(set(df.get("status_detail", pd.Series(dtype=object)).dropna().astype(str)))[:2]
-        return _message(plt, title, "No world size finished training.\n" + "\n".join(textwrap.shorten(r, 110)
-                                                                                    for r in reasons))
+        return _message(
+            plt, title, "No world size finished training.\n" + "\n".join(textwrap.shorten(r, 110) for r in reasons)
+        )
     ok = S.with_series(ok, series)
     workloads = sorted(set(ok["workload"]))
     fig, axes = plt.subplots(len(workloads), 2, figsize=(11.5, 3.6 * len(workloads) + 1.0), squeeze=False)
@@ -88,18 +92,34 @@ def fig_scaling_efficiency(plt, sns, tables, series):
             lo = (gb / g["step_ci95_high_s"]).to_numpy(float)
             hi = (gb / g["step_ci95_low_s"]).to_numpy(float)
             lo, hi = np.where(np.isfinite(lo), lo, sps), np.where(np.isfinite(hi), hi, sps)
-            row[0].errorbar(x, sps, yerr=np.vstack([np.clip(sps - lo, 0, None), np.clip(hi - sps, 0, None)]),
-                            color=color, marker=marker, ls=style, lw=1.8, capsize=3)
+            row[0].errorbar(
+                x,
+                sps,
+                yerr=np.vstack([np.clip(sps - lo, 0, None), np.clip(hi - sps, 0, None)]),
+                color=color,
+                marker=marker,
+                ls=style,
+                lw=1.8,
+                capsize=3,
+            )
             eff = g["scaling_efficiency"].to_numpy(float)
             elo = np.where(np.isfinite(g["efficiency_ci95_low"].to_numpy(float)), g["efficiency_ci95_low"], eff)
             ehi = np.where(np.isfinite(g["efficiency_ci95_high"].to_numpy(float)), g["efficiency_ci95_high"], eff)
-            row[1].errorbar(x, eff, yerr=np.vstack([np.clip(eff - elo, 0, None), np.clip(ehi - eff, 0, None)]),
-                            color=color, marker=marker, ls=style, lw=1.8, capsize=3)
+            row[1].errorbar(
+                x,
+                eff,
+                yerr=np.vstack([np.clip(eff - elo, 0, None), np.clip(ehi - eff, 0, None)]),
+                color=color,
+                marker=marker,
+                ls=style,
+                lw=1.8,
+                capsize=3,
+            )
             if (label, color) not in used:
                 used.append((label, color))
             if mode not in modes:
                 modes.append(mode)
-        sizes = sorted(set(int(v) for v in d["world_size"]))
+        sizes = sorted({int(v) for v in d["world_size"]})
         for ax in row:
             ax.set_xticks(sizes)
             ax.set_xlabel("world size (ranks)")
@@ -137,7 +157,7 @@ def fig_collective_busbw(plt, sns, tables, series):
     ok = S.with_series(ok, series)
     collectives = [c for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast") if c in set(ok["collective"])]
     fig, axes = _grid(plt, len(collectives), ncols=2, panel_w=5.6, panel_h=3.6)
-    worlds = sorted(set(int(w) for w in ok["world_size"]))
+    worlds = sorted({int(w) for w in ok["world_size"]})
     labels = list(dict.fromkeys(ok["label"].fillna("")))
     pal = dict(zip(worlds, sns.color_palette("viridis", len(worlds) + 1).as_hex()))
     styles = dict(zip(labels, ["-", "--", ":", "-."] * 4))
@@ -171,17 +191,30 @@ def fig_peer_copy(plt, sns, tables, series):
         return off
     ok = df[(df["status"] == "ok") & (pd.to_numeric(df["gbps"], errors="coerce") > 0)]
     if ok.empty:
-        return _message(plt, title, "No device-to-device copy: they need a backend with 2 devices or more\n"
-                                    "(the CPU is one device).")
+        return _message(
+            plt, title, "No device-to-device copy: they need a backend with 2 devices or more\n(the CPU is one device)."
+        )
     panels = list(ok.groupby(["run_id", "backend", "peer"], sort=True))
     fig, axes = _grid(plt, len(panels), ncols=2, panel_w=5.4, panel_h=4.4)
     for ax, ((run_id, backend, peer), g) in zip(axes, panels):
         devices = sorted(set(g["src"]) | set(g["dst"]), key=lambda d: (len(d), d))
-        grid = g.pivot_table(index="src", columns="dst", values="gbps", aggfunc="median").reindex(index=devices,
-                                                                                                   columns=devices)
-        sns.heatmap(grid, ax=ax, annot=True, fmt=".3g", cmap="viridis", cbar_kws={"label": "GB/s"},
-                    annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
-        ax.set_title(f"{run_id} · {backend} · peer access {'on' if peer == 'on' else 'off (host-staged)'}", fontsize=9.5)
+        grid = g.pivot_table(index="src", columns="dst", values="gbps", aggfunc="median").reindex(
+            index=devices, columns=devices
+        )
+        sns.heatmap(
+            grid,
+            ax=ax,
+            annot=True,
+            fmt=".3g",
+            cmap="viridis",
+            cbar_kws={"label": "GB/s"},
+            annot_kws={"fontsize": 8},
+            linewidths=0.5,
+            linecolor="white",
+        )
+        ax.set_title(
+            f"{run_id} · {backend} · peer access {'on' if peer == 'on' else 'off (host-staged)'}", fontsize=9.5
+        )
         ax.set_xlabel("destination")
         ax.set_ylabel("source")
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")

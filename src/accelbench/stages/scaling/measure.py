@@ -50,9 +50,9 @@ from ...run.io import Checkpoint, atomic_write_csv
 from ..amp import measure as amp
 from ..common import add_device_stage_arguments, start
 from .peer_copy import matrix_rows
-from .rank import RESULT_KEY, RESULTS, plan as rank_plan
-from .stats import (auto_world_sizes, loss_matches, loss_max_rel_diff, loss_tolerance, step_stats,
-                            summarize)
+from .rank import RESULT_KEY, RESULTS
+from .rank import plan as rank_plan
+from .stats import auto_world_sizes, loss_matches, loss_max_rel_diff, loss_tolerance, step_stats, summarize
 
 RANK_MODULE = "accelbench.stages.scaling.rank"
 TABLES = ("scaling_trials", "scaling", "collectives", "peer_copy")
@@ -61,11 +61,15 @@ TABLES = ("scaling_trials", "scaling", "collectives", "peer_copy")
 # DDP stays within 9e-8 of the single-process reference (the BatchNorm statistics taken per rank slice, as the ranks
 # do) over 10 steps, bf16 is 2.8e-3 off at step 3 and 1.8e-2 at step 5 (at 4 images per rank: 6e-2 at step 4), past
 # the AMP tolerance from rounding alone. The fp32 check of the same workload and DDP code path stays.
-BATCHNORM_AMP_NOTE = ("loss check not judged: AMP rounding amplified by BatchNorm's per-rank batch statistics "
-                      "exceeds the tolerance within a few steps from rounding alone; the fp32 check covers this "
-                      "workload's DDP path")
-DISABLED_DETAIL = ("scaling.enabled is false (the default: it would lengthen the default run); "
-                   "set scaling: {enabled: true} in the config to measure multi-device scaling")
+BATCHNORM_AMP_NOTE = (
+    "loss check not judged: AMP rounding amplified by BatchNorm's per-rank batch statistics "
+    "exceeds the tolerance within a few steps from rounding alone; the fp32 check covers this "
+    "workload's DDP path"
+)
+DISABLED_DETAIL = (
+    "scaling.enabled is false (the default: it would lengthen the default run); "
+    "set scaling: {enabled: true} in the config to measure multi-device scaling"
+)
 
 
 def world_sizes(backend, devices: list[str], threads: int, configured: list[int]) -> list[tuple[int, str | None]]:
@@ -73,8 +77,16 @@ def world_sizes(backend, devices: list[str], threads: int, configured: list[int]
     device (``Backend.max_world_size``)."""
     most = backend.max_world_size(devices, threads)
     sizes = sorted(set(configured)) if configured else auto_world_sizes(most)
-    return [(n, None if n <= most else f"world size {n} needs {n} ranks; at most {most} here (one per device; "
-                                       "on the CPU one per granted core)") for n in sizes]
+    return [
+        (
+            n,
+            None
+            if n <= most
+            else f"world size {n} needs {n} ranks; at most {most} here (one per device; "
+            "on the CPU one per granted core)",
+        )
+        for n in sizes
+    ]
 
 
 def training_set(amp_cfg: dict, workload: str) -> tuple[str, str, int]:
@@ -127,8 +139,14 @@ def placeholder_rows(st, status: str, detail: str) -> dict:
     """One row per table saying why nothing was measured (disabled, absent, unsupported); it names the
     backend's first device where there is one (an absent backend has none)."""
     device = st.devices[0] if st.devices else ""
-    row = {**st.prov, "backend": st.backend.name, "device": device,
-           "device_name": st.info(device)["name"] if device else "", "status": status, "status_detail": detail}
+    row = {
+        **st.prov,
+        "backend": st.backend.name,
+        "device": device,
+        "device_name": st.info(device)["name"] if device else "",
+        "status": status,
+        "status_detail": detail,
+    }
     return {t: [dict(row)] for t in TABLES}
 
 
@@ -143,16 +161,26 @@ class ScalingRun:
         self.work = self.out_dir / registry.work_dir("scaling", self.backend.name)
         self.devices = list(st.devices)
         self.first = self.devices[0]
-        self.base = {**st.prov, "backend": self.backend.name, "device": self.first,
-                     "device_name": st.info(self.first)["name"]}
+        self.base = {
+            **st.prov,
+            "backend": self.backend.name,
+            "device": self.first,
+            "device_name": st.info(self.first)["name"],
+        }
         self.plan = world_sizes(self.backend, self.devices, st.threads, self.cfg["world_sizes"])
         # a multi-node world (scaling.nodes > 1): nodes x ranks_per_node ranks through srun, in place of a one-node
         # world of that size
         self.multi_node = None
         if self.cfg["nodes"] > 1:
             self.multi_node = self.cfg["nodes"] * self.cfg["ranks_per_node"]
-            why = None if shutil.which("srun") else (f"scaling.nodes = {self.cfg['nodes']} starts its world through "
-                                                    "SLURM's srun, which is not on PATH here")
+            why = (
+                None
+                if shutil.which("srun")
+                else (
+                    f"scaling.nodes = {self.cfg['nodes']} starts its world through "
+                    "SLURM's srun, which is not on PATH here"
+                )
+            )
             self.plan = [(n, w) for n, w in self.plan if n != self.multi_node] + [(self.multi_node, why)]
         local = [n for n, _ in self.plan if n != self.multi_node] or [1]
         self.threads_per_rank = self.backend.threads_per_rank(st.threads, max(local))
@@ -167,22 +195,42 @@ class ScalingRun:
     def launch_world(self, n: int) -> tuple[launch.LaunchResult, dict]:
         """Start the ranks of world size ``n`` (one retry on a port taken in between); their results."""
         work = self.work / f"ws{n}"
-        args = ["--run-file", str(self.run_file), "--backend", self.backend.name, "--out-dir", str(work),
-                "--threads-per-rank", str(self.threads_per_rank)]
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads_per_rank),
-               "MKL_NUM_THREADS": str(self.threads_per_rank), "PYTHONUNBUFFERED": "1"}
+        args = [
+            "--run-file",
+            str(self.run_file),
+            "--backend",
+            self.backend.name,
+            "--out-dir",
+            str(work),
+            "--threads-per-rank",
+            str(self.threads_per_rank),
+        ]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": str(self.threads_per_rank),
+            "MKL_NUM_THREADS": str(self.threads_per_rank),
+            "PYTHONUNBUFFERED": "1",
+        }
         for attempt in range(2):
             shutil.rmtree(work, ignore_errors=True)  # no pid or result of an earlier attempt may count
             work.mkdir(parents=True)
             port = launch.free_port()
             job = f"accelbench-scaling-{os.getpid()}-{port}"
             if n == self.multi_node:
-                argv = launch.srun_torchrun_argv(self.cfg["nodes"], self.cfg["ranks_per_node"], port, RANK_MODULE,
-                                                 args, rdzv_id=job, time_min=math.ceil(self.cfg["timeout_s"] / 60) + 1)
+                argv = launch.srun_torchrun_argv(
+                    self.cfg["nodes"],
+                    self.cfg["ranks_per_node"],
+                    port,
+                    RANK_MODULE,
+                    args,
+                    rdzv_id=job,
+                    time_min=math.ceil(self.cfg["timeout_s"] / 60) + 1,
+                )
             else:
                 argv = launch.torchrun_argv(n, port, RANK_MODULE, args)
-            result = launch.launch(argv, env=env, timeout_s=self.cfg["timeout_s"], log_path=work / "launcher.log",
-                                   pid_dir=work, port=port)
+            result = launch.launch(
+                argv, env=env, timeout_s=self.cfg["timeout_s"], log_path=work / "launcher.log", pid_dir=work, port=port
+            )
             if n == self.multi_node:  # every node's launcher and ranks end with the world, not SLURM's KillWait later
                 left = launch.end_slurm_job(job)
                 if left:
@@ -193,9 +241,11 @@ class ScalingRun:
             if not (result.status == "error" and taken and not rows and attempt == 0):
                 break
             self.log(f"scaling world {n}: port {port} was taken meanwhile; once more on another")
-        self.log(f"scaling world {n}: {result.status} in {result.seconds:.1f} s (port {port}, pids "
-                 f"{result.pids}, left running: {result.leftover or 'none'}, port free again: {result.port_free})"
-                 + (f": {result.detail}" if result.detail else ""))
+        self.log(
+            f"scaling world {n}: {result.status} in {result.seconds:.1f} s (port {port}, pids "
+            f"{result.pids}, left running: {result.leftover or 'none'}, port free again: {result.port_free})"
+            + (f": {result.detail}" if result.detail else "")
+        )
         return result, {tuple(k): v for k, v in rows.items()}
 
     def world_rows(self, n: int, why: str | None) -> tuple[list[dict], list[dict]]:
@@ -204,8 +254,10 @@ class ScalingRun:
         for workload in p["workloads"]:
             batch_key, n_train_key, n_train = training_set(self.amp_cfg, workload)
             if why is None and p["per_rank_batches"][workload] * n > n_train:
-                why = (f"global batch {p['per_rank_batches'][workload] * n} (world size {n} x {batch_key}) exceeds "
-                       f"{n_train_key} ({n_train})")
+                why = (
+                    f"global batch {p['per_rank_batches'][workload] * n} (world size {n} x {batch_key}) exceeds "
+                    f"{n_train_key} ({n_train})"
+                )
         status, detail, results, devices = ("unsupported", why, {}, "")
         if why is None:
             result, results = self.launch_world(n)
@@ -214,36 +266,60 @@ class ScalingRun:
                 detail = f"{detail}; processes left running: {result.leftover}".lstrip("; ")
             world = results.get(("world", "world"), {})
             devices = ",".join(world.get("devices", []))
-        common = {**self.base, "world_size": n, "devices": devices, "process_group": p["process_group"],
-                  "threads_per_rank": self.threads_per_rank}
+        common = {
+            **self.base,
+            "world_size": n,
+            "devices": devices,
+            "process_group": p["process_group"],
+            "threads_per_rank": self.threads_per_rank,
+        }
         trials = []
         for workload in p["workloads"]:
             for seed in p["seeds"]:
                 for mode in p["modes"]:
                     got = results.get(("trial", f"{workload}/{mode}/{seed}"))
                     batch = p["per_rank_batches"][workload]
-                    row = {**common, "method": "ddp", "workload": workload, "mode": mode, "seed": seed,
-                           "global_batch": batch * n, "per_rank_batch": batch,
-                           "loss_tolerance": loss_tolerance(mode)}
+                    row = {
+                        **common,
+                        "method": "ddp",
+                        "workload": workload,
+                        "mode": mode,
+                        "seed": seed,
+                        "global_batch": batch * n,
+                        "per_rank_batch": batch,
+                        "loss_tolerance": loss_tolerance(mode),
+                    }
                     if got is None:
-                        row.update(status=status if status != "ok" else "error",
-                                   status_detail=detail or "rank 0 wrote no result for this trial")
+                        row.update(
+                            status=status if status != "ok" else "error",
+                            status_detail=detail or "rank 0 wrote no result for this trial",
+                        )
                     else:
                         row.update(self.trial_timing(got, n, batch, self.threads_per_rank))
-                        row.update(status=got["status"], status_detail=got.get("status_detail", ""),
-                                   final_loss=got.get("final_loss"), test_acc=got.get("test_acc"),
-                                   amp_dtype=got.get("amp_dtype"), _losses=got.get("losses", []))
+                        row.update(
+                            status=got["status"],
+                            status_detail=got.get("status_detail", ""),
+                            final_loss=got.get("final_loss"),
+                            test_acc=got.get("test_acc"),
+                            amp_dtype=got.get("amp_dtype"),
+                            _losses=got.get("losses", []),
+                        )
                     trials.append(row)
         collectives = []
         for collective in p["collectives"]:
             for size in p["sizes"]:
                 got = results.get(("collective", f"{collective}/{size}"))
                 if got is None:
-                    got = {"collective": collective, "size_bytes": size, "dtype": "float32",
-                           "status": status if status != "ok" else "error",
-                           "status_detail": detail or "rank 0 wrote no result for this point"}
-                collectives.append({**common, "scope": "world",
-                                    **{k: v for k, v in got.items() if k not in ("kind", "key")}})
+                    got = {
+                        "collective": collective,
+                        "size_bytes": size,
+                        "dtype": "float32",
+                        "status": status if status != "ok" else "error",
+                        "status_detail": detail or "rank 0 wrote no result for this point",
+                    }
+                collectives.append(
+                    {**common, "scope": "world", **{k: v for k, v in got.items() if k not in ("kind", "key")}}
+                )
         # a world across nodes with several ranks each: the same points within a node and across nodes (rank.py
         # split_groups, nccl-tests' NCCL_TESTS_SPLIT); their world_size is the sub-group's
         for (kind, key), got in sorted(results.items()):
@@ -256,14 +332,20 @@ class ScalingRun:
         with its distribution-free 95% interval over those steps (within this trial: ``step_stats``); samples/s
         of the global batch, and per rank (over the ``n`` ranks or devices); tokens/s (gpt) or images/s
         (resnet), world and per rank; one rank's MFU where the workload's FLOPs are counted (``rank_mfu``)."""
-        timed = list(got.get("step_s", []))[int(got.get("warmup_steps", 0)):]
+        timed = list(got.get("step_s", []))[int(got.get("warmup_steps", 0)) :]
         median, low, high = step_stats(timed)
         gb = got.get("global_batch", math.nan)
         sps = gb / median if median > 0 else math.nan
-        return {"step_median_s": median, "step_ci95_low_s": low, "step_ci95_high_s": high,
-                "samples_per_s": sps, "steps": len(got.get("step_s", [])), "warmup_steps": got.get("warmup_steps"),
-                **throughput_columns(got["workload"], self.amp_cfg, sps, n),
-                **self.rank_mfu(got["workload"], got["mode"], per_rank_batch, median, threads)}
+        return {
+            "step_median_s": median,
+            "step_ci95_low_s": low,
+            "step_ci95_high_s": high,
+            "samples_per_s": sps,
+            "steps": len(got.get("step_s", [])),
+            "warmup_steps": got.get("warmup_steps"),
+            **throughput_columns(got["workload"], self.amp_cfg, sps, n),
+            **self.rank_mfu(got["workload"], got["mode"], per_rank_batch, median, threads),
+        }
 
     def rank_mfu(self, workload: str, mode: str, per_rank_batch: int, median_s: float, threads: int) -> dict:
         """One rank's MFU as the AMP stage computes a trial's (``amp.training_columns``): the FLOPs of one rank's
@@ -274,10 +356,17 @@ class ScalingRun:
         wl_cfg = {**amp.workload_config(self.amp_cfg, workload), "batch_size": per_rank_batch}
         counted, _ = amp.step_flops(workload, wl_cfg, per_rank_batch, self.backend.torch)
         row = {"mode": mode, "model_tflops_per_s": counted / median_s / 1e12 if median_s > 0 else math.nan}
-        cols = amp.training_columns(row, self.backend, self.st.info(self.first), self.policy, threads, math.nan,
-                                    self.amp_cfg, workload)
-        return {"model_flops_per_rank_step": counted, "preset": cols["preset"], "peak_dtype": cols["peak_dtype"],
-                "peak_tflops": cols["peak_tflops"], "peak_source": cols["peak_source"], "mfu_pct": cols["mfu_pct"]}
+        cols = amp.training_columns(
+            row, self.backend, self.st.info(self.first), self.policy, threads, math.nan, self.amp_cfg, workload
+        )
+        return {
+            "model_flops_per_rank_step": counted,
+            "preset": cols["preset"],
+            "peak_dtype": cols["peak_dtype"],
+            "peak_tflops": cols["peak_tflops"],
+            "peak_source": cols["peak_source"],
+            "mfu_pct": cols["mfu_pct"],
+        }
 
     # ---- in this process: the single-process reference and nn.DataParallel ------------------------
     def local_trial(self, n: int, workload: str, mode: str, seed: int, devices: list[str] | None = None) -> dict:
@@ -286,8 +375,9 @@ class ScalingRun:
         wl_cfg = amp.workload_config(self.amp_cfg, workload)
         cfg = {**wl_cfg, "batch_size": int(wl_cfg["batch_size"]) * n}
         if workload not in self.data:
-            self.data[workload] = amp.make_data(workload, self.amp_cfg, self.st.config.get("seed", 0),
-                                                self.backend.torch)
+            self.data[workload] = amp.make_data(
+                workload, self.amp_cfg, self.st.config.get("seed", 0), self.backend.torch
+            )
         trial = amp.Trial(self.backend.name, self.first, self.base["device_name"], workload, mode, seed)
         if devices:
             replica = amp.Replica(wrap=lambda m: self.backend.data_parallel(m, devices))
@@ -303,8 +393,16 @@ class ScalingRun:
         before = torch.get_num_threads()
         torch.set_num_threads(max(1, threads))
         try:
-            out = amp.run_trial_safely(trial, cfg, self.data[workload], policy, backend=self.backend,
-                                       threads=threads, steps_out=steps, replica=replica)
+            out = amp.run_trial_safely(
+                trial,
+                cfg,
+                self.data[workload],
+                policy,
+                backend=self.backend,
+                threads=threads,
+                steps_out=steps,
+                replica=replica,
+            )
         finally:
             torch.set_num_threads(before)
         out["losses"] = [s["loss"] for s in steps]
@@ -321,18 +419,26 @@ class ScalingRun:
             key = (row["world_size"], row["workload"], row["mode"], row["seed"])
             if key not in refs:
                 refs[key] = self.local_trial(*key)
-                self.log(f"scaling reference (one process, global batch {key[0]} x the batch per rank) "
-                         f"{key[1]} {key[2]} seed={key[3]}: {refs[key]['status']}")
+                self.log(
+                    f"scaling reference (one process, global batch {key[0]} x the batch per rank) "
+                    f"{key[1]} {key[2]} seed={key[3]}: {refs[key]['status']}"
+                )
             ref = refs[key]
             if ref.get("status") != "ok":
-                row.update(loss_max_rel_diff=math.nan, loss_matches_single=None,
-                           status_detail=(row.get("status_detail") or "") + f" reference run: {ref.get('status_detail')}")
+                row.update(
+                    loss_max_rel_diff=math.nan,
+                    loss_matches_single=None,
+                    status_detail=(row.get("status_detail") or "") + f" reference run: {ref.get('status_detail')}",
+                )
                 continue
             diff = loss_max_rel_diff(row["_losses"], ref["losses"])
             if row["world_size"] > 1 and row["mode"] != amp.BASELINE and self.batch_dependent(row["workload"]):
                 # recorded, not judged: rounding to 8 bits, amplified by BatchNorm's small-batch statistics
-                row.update(loss_max_rel_diff=diff, loss_matches_single=None,
-                           status_detail=((row.get("status_detail") or "") + " " + BATCHNORM_AMP_NOTE).strip())
+                row.update(
+                    loss_max_rel_diff=diff,
+                    loss_matches_single=None,
+                    status_detail=((row.get("status_detail") or "") + " " + BATCHNORM_AMP_NOTE).strip(),
+                )
                 continue
             row.update(loss_max_rel_diff=diff, loss_matches_single=loss_matches(diff, row["loss_tolerance"]))
 
@@ -350,31 +456,60 @@ class ScalingRun:
                 continue
             devices = self.devices[:n]
             why = why or self.backend.data_parallel_support(len(devices))
-            common = {**self.base, "method": "dp", "world_size": n, "devices": "" if why else ",".join(devices),
-                      "process_group": "", "threads_per_rank": self.st.threads}
+            common = {
+                **self.base,
+                "method": "dp",
+                "world_size": n,
+                "devices": "" if why else ",".join(devices),
+                "process_group": "",
+                "threads_per_rank": self.st.threads,
+            }
             for workload in p1["workloads"]:
                 batch = p1["per_rank_batches"][workload]
                 common = {**common, "per_rank_batch": batch, "global_batch": batch * n}
                 for mode in p1["modes"]:
                     if why:
-                        rows.append({**common, "workload": workload, "mode": mode, "seed": math.nan,
-                                     "loss_tolerance": loss_tolerance(mode), "status": "unsupported",
-                                     "status_detail": why})
+                        rows.append(
+                            {
+                                **common,
+                                "workload": workload,
+                                "mode": mode,
+                                "seed": math.nan,
+                                "loss_tolerance": loss_tolerance(mode),
+                                "status": "unsupported",
+                                "status_detail": why,
+                            }
+                        )
                         continue
                     for seed in p1["seeds"]:
-                        row = {**common, "workload": workload, "mode": mode, "seed": seed,
-                               "loss_tolerance": loss_tolerance(mode)}
+                        row = {
+                            **common,
+                            "workload": workload,
+                            "mode": mode,
+                            "seed": seed,
+                            "loss_tolerance": loss_tolerance(mode),
+                        }
                         if mode != amp.BASELINE and p1["amp_unsupported"]:
                             rows.append({**row, "status": "unsupported", "status_detail": p1["amp_unsupported"]})
                             continue
                         out = self.local_trial(n, workload, mode, seed, devices=devices)
-                        got = {**out, "workload": workload, "mode": mode, "seed": seed,
-                               "global_batch": common["global_batch"],
-                               "warmup_steps": amp.workload_config(self.amp_cfg, workload)["warmup_steps"]}
+                        got = {
+                            **out,
+                            "workload": workload,
+                            "mode": mode,
+                            "seed": seed,
+                            "global_batch": common["global_batch"],
+                            "warmup_steps": amp.workload_config(self.amp_cfg, workload)["warmup_steps"],
+                        }
                         row.update(self.trial_timing(got, n, batch, self.st.threads))
-                        row.update(status=out["status"], status_detail=out.get("status_detail", ""),
-                                   final_loss=out.get("final_loss"), test_acc=out.get("test_acc"),
-                                   amp_dtype=out.get("amp_dtype"), _losses=out["losses"])
+                        row.update(
+                            status=out["status"],
+                            status_detail=out.get("status_detail", ""),
+                            final_loss=out.get("final_loss"),
+                            test_acc=out.get("test_acc"),
+                            amp_dtype=out.get("amp_dtype"),
+                            _losses=out["losses"],
+                        )
                         self.log(f"scaling DataParallel {n} GPUs {workload} {mode} seed={seed}: {row['status']}")
                         rows.append(row)
         return rows
@@ -382,22 +517,33 @@ class ScalingRun:
     # ---- all of it ---------------------------------------------------------------------------------
     def run(self) -> dict:
         trials, collectives = [], []
-        self.log(f"scaling {self.backend.name}: world sizes {[n for n, _ in self.plan]}, "
-                 f"{self.threads_per_rank} thread(s) per rank, process group {self.backend.collective}")
+        self.log(
+            f"scaling {self.backend.name}: world sizes {[n for n, _ in self.plan]}, "
+            f"{self.threads_per_rank} thread(s) per rank, process group {self.backend.collective}"
+        )
         for n, why in self.plan:
             t, c = self.world_rows(n, why)
             trials += t
             collectives += c
         trials += self.data_parallel_rows()
         self.check_losses(trials)
-        copies = matrix_rows(self.backend, self.devices, self.cfg["sizes"]["max_bytes"],
-                             min_run_time_s=self.cfg["min_run_time_s"], log=self.log)
+        copies = matrix_rows(
+            self.backend,
+            self.devices,
+            self.cfg["sizes"]["max_bytes"],
+            min_run_time_s=self.cfg["min_run_time_s"],
+            log=self.log,
+        )
         df = pd.DataFrame([{k: v for k, v in r.items() if k != "_losses"} for r in trials])
         summary = summarize(df)
         for k, v in self.base.items():
             summary[k] = v
-        return {"scaling_trials": df, "scaling": summary, "collectives": pd.DataFrame(collectives),
-                "peer_copy": pd.DataFrame([{**self.base, **r, "device": r.get("src") or self.first} for r in copies])}
+        return {
+            "scaling_trials": df,
+            "scaling": summary,
+            "collectives": pd.DataFrame(collectives),
+            "peer_copy": pd.DataFrame([{**self.base, **r, "device": r.get("src") or self.first} for r in copies]),
+        }
 
 
 def write(out_dir: str, backend: str, tables: dict) -> None:
@@ -427,6 +573,8 @@ def cli(args) -> int:
     summary = tables["scaling"]
     summary = summary if isinstance(summary, pd.DataFrame) else pd.DataFrame(summary)
     for r in summary.to_dict("records"):
-        print(f"scaling {r.get('method', '')} {r.get('workload', '')} {r.get('mode', '')} "
-              f"world={r.get('world_size', '')}: {r['status']} efficiency={r.get('scaling_efficiency', math.nan)}")
+        print(
+            f"scaling {r.get('method', '')} {r.get('workload', '')} {r.get('mode', '')} "
+            f"world={r.get('world_size', '')}: {r['status']} efficiency={r.get('scaling_efficiency', math.nan)}"
+        )
     return 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import timeit
-from typing import Callable
+from collections.abc import Callable
 
 from ...measure.failures import failure_status, one_line
 from ...measure.timing import Measurer
@@ -44,8 +44,12 @@ class TorchPeerCopies:
         if peer == "off" and self.host is None:
             host = self.backend.torch.empty(self.src.numel(), dtype=self.backend.torch.uint8)
             self.host = host.pin_memory() if self.backend.pinned_memory_support() is None else host
-        return {"src": self.src, "dst": self.dst, "host": self.host,
-                "wait_dst": self.backend.synchronizer(self.dst_name)}
+        return {
+            "src": self.src,
+            "dst": self.dst,
+            "host": self.host,
+            "wait_dst": self.backend.synchronizer(self.dst_name),
+        }
 
     @staticmethod
     def statement(peer: str) -> str:
@@ -75,43 +79,82 @@ def copy_size(backend, src: str, dst: str, max_bytes: int) -> int:
     return int(max(1, min(int(max_bytes), free // 4)))
 
 
-def matrix_rows(backend, devices: list[str], max_bytes: int, *, min_run_time_s: float,
-                copies_factory=TorchPeerCopies, measurer_factory=None, log=print) -> list[dict]:
+def matrix_rows(
+    backend,
+    devices: list[str],
+    max_bytes: int,
+    *,
+    min_run_time_s: float,
+    copies_factory=TorchPeerCopies,
+    measurer_factory=None,
+    log=print,
+) -> list[dict]:
     """Every ordered pair x peer mode (rows without provenance), or one ``unsupported`` row."""
     nan = math.nan
     why = backend.peer_copy_support(len(devices))
     if why:
-        return [{"src": devices[0] if devices else "", "dst": "", "peer": "", "size_bytes": nan, "median_s": nan,
-                 "gbps": nan, "status": "unsupported", "status_detail": why}]
+        return [
+            {
+                "src": devices[0] if devices else "",
+                "dst": "",
+                "peer": "",
+                "size_bytes": nan,
+                "median_s": nan,
+                "gbps": nan,
+                "status": "unsupported",
+                "status_detail": why,
+            }
+        ]
     if measurer_factory is None:
+
         def measurer_factory(src, dst):
             return Measurer(both_synced_timer(backend, src, dst), min_run_time_s=min_run_time_s, threads=1)
+
     rows = []
     for src in devices:
         for dst in devices:
             if src == dst:
                 continue
-            base = {"src": src, "dst": dst, "size_bytes": nan, "median_s": nan, "ci95_low_s": nan,
-                    "ci95_high_s": nan, "repeats": 0, "gbps": nan, "status": "ok", "status_detail": ""}
+            base = {
+                "src": src,
+                "dst": dst,
+                "size_bytes": nan,
+                "median_s": nan,
+                "ci95_low_s": nan,
+                "ci95_high_s": nan,
+                "repeats": 0,
+                "gbps": nan,
+                "status": "ok",
+                "status_detail": "",
+            }
             try:
                 nbytes = copy_size(backend, src, dst, max_bytes)
                 copies = copies_factory(backend, src, dst, nbytes)
                 measurer = measurer_factory(src, dst)
             except Exception as exc:  # the pair could not be set up: both of its rows say why
-                rows += [{**base, "peer": peer, "status": failure_status(exc, backend), "status_detail": one_line(exc)}
-                         for peer in PEER_MODES]
+                rows += [
+                    {**base, "peer": peer, "status": failure_status(exc, backend), "status_detail": one_line(exc)}
+                    for peer in PEER_MODES
+                ]
                 continue
             for peer in PEER_MODES:
                 row = {**base, "peer": peer, "size_bytes": nbytes}
                 if peer == "on" and not backend.can_access_peer(src, dst):
-                    row.update(status="unsupported", status_detail=f"no peer access from {src} to {dst}: the driver "
-                               "stages such a copy through the host (see peer=off)")
+                    row.update(
+                        status="unsupported",
+                        status_detail=f"no peer access from {src} to {dst}: the driver "
+                        "stages such a copy through the host (see peer=off)",
+                    )
                 else:
                     try:
                         stats = measurer.measure(copies.statement(peer), copies.globals_(peer))
-                        row.update(median_s=stats.median_s, ci95_low_s=stats.ci95_low_s,
-                                   ci95_high_s=stats.ci95_high_s, repeats=stats.repeats,
-                                   gbps=nbytes / stats.median_s / 1e9 if stats.median_s > 0 else nan)
+                        row.update(
+                            median_s=stats.median_s,
+                            ci95_low_s=stats.ci95_low_s,
+                            ci95_high_s=stats.ci95_high_s,
+                            repeats=stats.repeats,
+                            gbps=nbytes / stats.median_s / 1e9 if stats.median_s > 0 else nan,
+                        )
                     except Exception as exc:
                         row.update(status=failure_status(exc, backend), status_detail=one_line(exc))
                 log(f"peer copy {src} -> {dst} peer={peer}: {row['status']} {row['gbps']:.3g} GB/s")

@@ -71,15 +71,25 @@ def plan(config: dict, backend, world_size: int, threads_per_rank: int) -> dict:
     scfg, amp_cfg = config["scaling"], config["amp"]
     modes, amp_unsupported = scaling_modes(backend, amp_cfg)
     sizes = scfg["sizes"]
-    return {"backend": backend.name, "world_size": int(world_size), "threads_per_rank": int(threads_per_rank),
-            "process_group": backend.collective, "workloads": list(scfg["workloads"]), "seeds": list(scfg["seeds"]),
-            "modes": modes, "amp_unsupported": amp_unsupported, "per_rank_batch": amp_cfg["batch_size"],
-            "global_batch": amp_cfg["batch_size"] * int(world_size), "steps": amp_cfg["steps"],
-            # per workload (gpt and resnet may set their own batch): examples per rank per step
-            "per_rank_batches": per_rank_batches(amp_cfg, scfg["workloads"]),
-            "collectives": list(scfg["collectives"]) if world_size > 1 else [],  # one rank moves nothing over a bus
-            "sizes": message_sizes(sizes["min_bytes"], sizes["max_bytes"], sizes["factor"]),
-            "timeout_s": scfg["timeout_s"], "min_run_time_s": scfg["min_run_time_s"]}
+    return {
+        "backend": backend.name,
+        "world_size": int(world_size),
+        "threads_per_rank": int(threads_per_rank),
+        "process_group": backend.collective,
+        "workloads": list(scfg["workloads"]),
+        "seeds": list(scfg["seeds"]),
+        "modes": modes,
+        "amp_unsupported": amp_unsupported,
+        "per_rank_batch": amp_cfg["batch_size"],
+        "global_batch": amp_cfg["batch_size"] * int(world_size),
+        "steps": amp_cfg["steps"],
+        # per workload (gpt and resnet may set their own batch): examples per rank per step
+        "per_rank_batches": per_rank_batches(amp_cfg, scfg["workloads"]),
+        "collectives": list(scfg["collectives"]) if world_size > 1 else [],  # one rank moves nothing over a bus
+        "sizes": message_sizes(sizes["min_bytes"], sizes["max_bytes"], sizes["factor"]),
+        "timeout_s": scfg["timeout_s"],
+        "min_run_time_s": scfg["min_run_time_s"],
+    }
 
 
 class Rank:
@@ -132,22 +142,49 @@ def train(rank: Rank, config: dict, p: dict, results: Checkpoint | None, log=pri
         for seed in p["seeds"]:
             for mode in p["modes"]:
                 key = f"{workload}/{mode}/{seed}"
-                base = {"kind": "trial", "key": key, "workload": workload, "mode": mode, "seed": seed,
-                        "world_size": rank.world, "per_rank_batch": batch,
-                        "global_batch": batch * rank.world, "threads_per_rank": rank.threads,
-                        "warmup_steps": wl_cfg["warmup_steps"]}
+                base = {
+                    "kind": "trial",
+                    "key": key,
+                    "workload": workload,
+                    "mode": mode,
+                    "seed": seed,
+                    "world_size": rank.world,
+                    "per_rank_batch": batch,
+                    "global_batch": batch * rank.world,
+                    "threads_per_rank": rank.threads,
+                    "warmup_steps": wl_cfg["warmup_steps"],
+                }
                 if mode != amp.BASELINE and p["amp_unsupported"]:
-                    row = {**base, "status": "unsupported", "status_detail": p["amp_unsupported"], "step_s": [],
-                           "losses": []}
+                    row = {
+                        **base,
+                        "status": "unsupported",
+                        "status_detail": p["amp_unsupported"],
+                        "step_s": [],
+                        "losses": [],
+                    }
                 else:
                     trial = amp.Trial(backend.name, rank.device, rank.device, workload, mode, seed)
                     steps: list = []
-                    out = amp.run_trial(trial, wl_cfg, data, policy, backend=backend, threads=rank.threads,
-                                        steps_out=steps, replica=replica)
-                    row = {**base, "step_s": rank.slowest([s["step_s"] for s in steps]),
-                           "losses": [s["loss"] for s in steps], "status": out["status"],
-                           "status_detail": out["status_detail"], "final_loss": out["final_loss"],
-                           "test_acc": out["test_acc"], "amp_dtype": out["amp_dtype"]}
+                    out = amp.run_trial(
+                        trial,
+                        wl_cfg,
+                        data,
+                        policy,
+                        backend=backend,
+                        threads=rank.threads,
+                        steps_out=steps,
+                        replica=replica,
+                    )
+                    row = {
+                        **base,
+                        "step_s": rank.slowest([s["step_s"] for s in steps]),
+                        "losses": [s["loss"] for s in steps],
+                        "status": out["status"],
+                        "status_detail": out["status_detail"],
+                        "final_loss": out["final_loss"],
+                        "test_acc": out["test_acc"],
+                        "amp_dtype": out["amp_dtype"],
+                    }
                 if results is not None:
                     results.add(row)
                 log(f"rank {rank.rank}/{rank.world} {key}: {row['status']}")
@@ -162,11 +199,13 @@ def split_groups(world: int, local_world: int) -> dict[str, list[list[int]]]:
     local index across the nodes (``inter_node``); a split is left out where its groups would be single ranks or
     the whole world (one node, or one rank per node: there the world is the inter-node measurement)."""
     L = max(1, int(local_world))
-    if world <= 1 or world % L or L >= world or L < 2:
+    if world <= 1 or world % L or world <= L or L < 2:
         return {}
     nodes = world // L
-    return {"intra_node": [[n * L + i for i in range(L)] for n in range(nodes)],
-            "inter_node": [[n * L + i for n in range(nodes)] for i in range(L)]}
+    return {
+        "intra_node": [[n * L + i for i in range(L)] for n in range(nodes)],
+        "inter_node": [[n * L + i for n in range(nodes)] for i in range(L)],
+    }
 
 
 def collectives(rank: Rank, p: dict, results: Checkpoint | None, log=print) -> None:
@@ -181,8 +220,7 @@ def collectives(rank: Rank, p: dict, results: Checkpoint | None, log=print) -> N
         for scope, lists in split_groups(rank.world, len(rank.local_devices)).items():
             mine, _ = dist.new_subgroups_by_enumeration(lists)  # every rank makes every group, in one order
             members = next(m for m in lists if rank.rank in m)
-            scoped.append((scope, TorchCollectives(dist, torch, rank.device, len(members), group=mine,
-                                                   src=members[0])))
+            scoped.append((scope, TorchCollectives(dist, torch, rank.device, len(members), group=mine, src=members[0])))
     for scope, ops in scoped:
         for collective in p["collectives"]:
             for size in p["sizes"]:
@@ -191,14 +229,23 @@ def collectives(rank: Rank, p: dict, results: Checkpoint | None, log=print) -> N
 
 def _one_collective(rank, p, results, log, ops, scope, collective, size, cap) -> None:
     """One point of the plan in one scope; rank 0 records it."""
-    row = measure_collective(collective, size, ops=ops, sync=rank.sync, world_size=ops.world, cap_bytes=cap,
-                             min_run_time_s=p["min_run_time_s"])
+    row = measure_collective(
+        collective,
+        size,
+        ops=ops,
+        sync=rank.sync,
+        world_size=ops.world,
+        cap_bytes=cap,
+        min_run_time_s=p["min_run_time_s"],
+    )
     key = f"{collective}/{size}" if scope == "world" else f"{scope}/{collective}/{size}"
     row.update(kind="collective", key=key, requested_bytes=size, threads_per_rank=rank.threads, scope=scope)
     if results is not None:
         results.add(row)
-    log(f"rank {rank.rank}/{rank.world} {scope} {collective} {row['size_bytes']} B: {row['status']} "
-        f"busbw {row['busbw_gbps']:.3g} GB/s")
+    log(
+        f"rank {rank.rank}/{rank.world} {scope} {collective} {row['size_bytes']} B: {row['status']} "
+        f"busbw {row['busbw_gbps']:.3g} GB/s"
+    )
 
 
 def _env_int(name: str, default: int | None = None) -> int:
@@ -247,8 +294,15 @@ def main(argv: list[str] | None = None) -> int:
         started = timeit.default_timer()
         devices = rank.devices()
         if results is not None:
-            results.add({"kind": "world", "key": "world", "devices": devices, "process_group": p["process_group"],
-                         "threads_per_rank": threads})
+            results.add(
+                {
+                    "kind": "world",
+                    "key": "world",
+                    "devices": devices,
+                    "process_group": p["process_group"],
+                    "threads_per_rank": threads,
+                }
+            )
         train(rank, config, p, results)
         collectives(rank, p, results)
         print(f"rank {rank_id}/{world}: done in {timeit.default_timer() - started:.1f} s", flush=True)

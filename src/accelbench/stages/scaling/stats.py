@@ -38,14 +38,14 @@ precision (``LOSS_RTOL``; the reasons and the measurements behind both are given
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ...measure.timing import median_ci95
 from ...measure.paired import speedup_ci
+from ...measure.timing import median_ci95
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
@@ -119,8 +119,10 @@ def collective_buffer_bytes(collective: str, size_bytes: int, world_size: int) -
 def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     """``min_bytes``, ``min_bytes * factor``, ... up to ``max_bytes`` (as nccl-tests' -b/-e/-f)."""
     if min_bytes < 1 or max_bytes < min_bytes or factor < 2:
-        raise ValueError(f"scaling.sizes: min_bytes {min_bytes}, max_bytes {max_bytes}, factor {factor}: "
-                         "allowed: 1 <= min_bytes <= max_bytes, factor >= 2")
+        raise ValueError(
+            f"scaling.sizes: min_bytes {min_bytes}, max_bytes {max_bytes}, factor {factor}: "
+            "allowed: 1 <= min_bytes <= max_bytes, factor >= 2"
+        )
     out, size = [], int(min_bytes)
     while size <= max_bytes:
         out.append(size)
@@ -139,8 +141,9 @@ def auto_world_sizes(max_world: int) -> list[int]:
     return out
 
 
-def efficiency_ci(single_samples_per_s: Iterable[float], world_samples_per_s: Iterable[float],
-                  world_size: int, level: float = 0.95) -> tuple[float, float, float]:
+def efficiency_ci(
+    single_samples_per_s: Iterable[float], world_samples_per_s: Iterable[float], world_size: int, level: float = 0.95
+) -> tuple[float, float, float]:
     """Scaling efficiency ``throughput_N / (N x throughput_1)`` over seed pairs: (geometric mean, CI low,
     CI high); the interval is NaN with fewer than two pairs."""
     single = np.asarray(list(single_samples_per_s), float)
@@ -255,8 +258,9 @@ def summarize(trials: pd.DataFrame) -> pd.DataFrame:
         gb = group["global_batch"].dropna()
         global_batch = float(gb.iloc[0]) if len(gb) else math.nan
         base = baseline[(baseline["workload"] == workload) & (baseline["mode"] == mode)]
-        pairs = good[["seed", "samples_per_s"]].merge(base[["seed", "samples_per_s"]], on="seed",
-                                                       suffixes=("", "_single"))
+        pairs = good[["seed", "samples_per_s"]].merge(
+            base[["seed", "samples_per_s"]], on="seed", suffixes=("", "_single")
+        )
         eff, eff_low, eff_high = efficiency_ci(pairs["samples_per_s_single"], pairs["samples_per_s"], int(world))
         matches = [m for m in group["loss_matches_single"] if m is not None and m == m]
         diffs = group["loss_max_rel_diff"].dropna()
@@ -272,21 +276,36 @@ def summarize(trials: pd.DataFrame) -> pd.DataFrame:
             flops_over_peak = flops_over_peak[np.isfinite(flops_over_peak)]
             if len(flops_over_peak) and median > 0:
                 mfu = float(flops_over_peak.median()) / median
-        rows.append({
-            "method": method, "workload": workload, "mode": mode, "world_size": n,
-            "devices": first["devices"], "process_group": first["process_group"],
-            "threads_per_rank": first["threads_per_rank"], "trials": int(len(good)),
-            "samples_per_s": sps, "step_median_s": median, "step_ci95_low_s": low, "step_ci95_high_s": high,
-            "scaling_efficiency": eff, "efficiency_ci95_low": eff_low, "efficiency_ci95_high": eff_high,
-            "loss_matches_single": (all(bool(m) for m in matches) if matches else None),
-            "status": "ok" if len(good) == len(group) else worst_status(group["status"]),
-            "global_batch": global_batch, "loss_max_rel_diff": float(diffs.max()) if len(diffs) else math.nan,
-            "loss_tolerance": loss_tolerance(mode),
-            "status_detail": details[0] if details else "",
-            "interval_over": interval_over if len(medians) else "",
-            "samples_per_s_per_rank": sps / n if n else math.nan,
-            "tokens_per_s": tokens, "tokens_per_s_per_rank": tokens / n if n else math.nan,
-            "images_per_s": images, "images_per_s_per_rank": images / n if n else math.nan,
-            "mfu_pct": mfu,
-        })
+        rows.append(
+            {
+                "method": method,
+                "workload": workload,
+                "mode": mode,
+                "world_size": n,
+                "devices": first["devices"],
+                "process_group": first["process_group"],
+                "threads_per_rank": first["threads_per_rank"],
+                "trials": int(len(good)),
+                "samples_per_s": sps,
+                "step_median_s": median,
+                "step_ci95_low_s": low,
+                "step_ci95_high_s": high,
+                "scaling_efficiency": eff,
+                "efficiency_ci95_low": eff_low,
+                "efficiency_ci95_high": eff_high,
+                "loss_matches_single": (all(bool(m) for m in matches) if matches else None),
+                "status": "ok" if len(good) == len(group) else worst_status(group["status"]),
+                "global_batch": global_batch,
+                "loss_max_rel_diff": float(diffs.max()) if len(diffs) else math.nan,
+                "loss_tolerance": loss_tolerance(mode),
+                "status_detail": details[0] if details else "",
+                "interval_over": interval_over if len(medians) else "",
+                "samples_per_s_per_rank": sps / n if n else math.nan,
+                "tokens_per_s": tokens,
+                "tokens_per_s_per_rank": tokens / n if n else math.nan,
+                "images_per_s": images,
+                "images_per_s_per_rank": images / n if n else math.nan,
+                "mfu_pct": mfu,
+            }
+        )
     return pd.DataFrame(rows)

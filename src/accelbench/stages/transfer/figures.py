@@ -12,11 +12,16 @@ def fig_transfer(plt, sns, tables, series):
     df = tables["transfer"]
     title = "Host↔device copy bandwidth"
     if df is None or df.empty or not (df["status"] == "ok").any():
-        return _message(plt, title, "Transfer not measured: no accelerator in these results\n"
-                                    "(host↔device bandwidth is measured for accelerators only).")
+        return _message(
+            plt,
+            title,
+            "Transfer not measured: no accelerator in these results\n"
+            "(host↔device bandwidth is measured for accelerators only).",
+        )
     df = S.with_series(df[(df["status"] == "ok") & (df["gbps"] > 0)], series)
     directions = [d for d in ("h2d", "d2h") if d in set(df["direction"])] + sorted(
-        set(df["direction"]) - {"h2d", "d2h"})
+        set(df["direction"]) - {"h2d", "d2h"}
+    )
     fig, axes = _grid(plt, len(directions), ncols=2, panel_w=5.6, panel_h=3.6, sharey=True)
     names = {"h2d": "host → device", "d2h": "device → host"}
     used = []
@@ -25,8 +30,14 @@ def fig_transfer(plt, sns, tables, series):
         for (label, memory), g in d.groupby(["label", "memory"], sort=False):
             g = g.sort_values("size_bytes")
             color = g["color"].iloc[0]
-            ax.plot(g["size_bytes"], g["gbps"], color=color, marker="o" if memory == "pinned" else "s",
-                    ls="-" if memory == "pinned" else "--", lw=1.8)
+            ax.plot(
+                g["size_bytes"],
+                g["gbps"],
+                color=color,
+                marker="o" if memory == "pinned" else "s",
+                ls="-" if memory == "pinned" else "--",
+                lw=1.8,
+            )
             if (label, color) not in used:
                 used.append((label, color))
         _log2_axis(ax, d["size_bytes"], _bytes_label)

@@ -8,5 +8,7 @@ from ...columns import TRUSTED
 def lines(df, num) -> list[str]:
     """The best trusted bandwidth per device, direction and host memory kind."""
     ok = df[df["status"].astype(str).isin(TRUSTED)]
-    return [f"  transfer {device} {direction} {memory}: best {num(g['gbps'].max(), '.3g')} GB/s"
-            for (device, direction, memory), g in ok.groupby(["device", "direction", "memory"])]
+    return [
+        f"  transfer {device} {direction} {memory}: best {num(g['gbps'].max(), '.3g')} GB/s"
+        for (device, direction, memory), g in ok.groupby(["device", "direction", "memory"])
+    ]

@@ -23,7 +23,7 @@ status logic are tested on the CPU with fakes.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ... import registry
 from ...measure import samples as sample_table
@@ -75,15 +75,26 @@ class TorchCopies:
         return f"dev.copy_(host, non_blocking={nb})" if direction == "h2d" else f"host.copy_(dev, non_blocking={nb})"
 
 
-def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
-                 unstable_iqr_ratio: float) -> dict:
+def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int, unstable_iqr_ratio: float) -> dict:
     """One (direction, memory, size): its row without provenance. Failures are the row's status."""
     backend = getattr(copies, "backend", None)
     nan = float("nan")
-    row = {"direction": direction, "memory": memory, "size_bytes": nbytes, "median_s": nan, "iqr_s": nan,
-           "ci95_low_s": nan, "ci95_high_s": nan, "ci_method": "", "lag1_autocorr": nan, "repeats": 0, "blocks": 0,
-           "gbps": nan, "status": "ok",
-           "status_detail": ""}
+    row = {
+        "direction": direction,
+        "memory": memory,
+        "size_bytes": nbytes,
+        "median_s": nan,
+        "iqr_s": nan,
+        "ci95_low_s": nan,
+        "ci95_high_s": nan,
+        "ci_method": "",
+        "lag1_autocorr": nan,
+        "repeats": 0,
+        "blocks": 0,
+        "gbps": nan,
+        "status": "ok",
+        "status_detail": "",
+    }
     pinned = memory == "pinned"
     try:
         try:
@@ -98,9 +109,17 @@ def measure_copy(copies, measurer, *, direction: str, memory: str, nbytes: int,
     except Exception as exc:
         row.update(status=failure_status(exc, backend), status_detail=one_line(exc))
         return row
-    row.update(median_s=stats.median_s, iqr_s=stats.iqr_s, ci95_low_s=stats.ci95_low_s,
-               ci95_high_s=stats.ci95_high_s, ci_method=stats.ci_method, lag1_autocorr=stats.lag1_autocorr,
-               repeats=stats.repeats, blocks=stats.blocks, gbps=gbps(nbytes, stats.median_s))
+    row.update(
+        median_s=stats.median_s,
+        iqr_s=stats.iqr_s,
+        ci95_low_s=stats.ci95_low_s,
+        ci95_high_s=stats.ci95_high_s,
+        ci_method=stats.ci_method,
+        lag1_autocorr=stats.lag1_autocorr,
+        repeats=stats.repeats,
+        blocks=stats.blocks,
+        gbps=gbps(nbytes, stats.median_s),
+    )
     row[sample_table.SAMPLES_KEY] = list(stats.samples_s)  # the samples file's, not a CSV column
     if is_unstable(stats.iqr_s, stats.median_s, unstable_iqr_ratio):
         row.update(status="unstable", status_detail=f"IQR/median {stats.iqr_ratio:.3f} > {unstable_iqr_ratio:g}")
@@ -114,10 +133,18 @@ def device_rows(device: str, transfer_cfg: dict, *, copies, measurer, log: Calla
         nbytes = size_bytes(size_mb)
         for memory in MEMORIES:
             for direction in DIRECTIONS:
-                row = measure_copy(copies, measurer, direction=direction, memory=memory, nbytes=nbytes,
-                                   unstable_iqr_ratio=transfer_cfg["unstable_iqr_ratio"])
-                log(f"transfer {device} {direction} {memory} {nbytes} B: {row['status']} "
-                    f"{row['gbps']:.3g} GB/s {row['status_detail']}".rstrip())
+                row = measure_copy(
+                    copies,
+                    measurer,
+                    direction=direction,
+                    memory=memory,
+                    nbytes=nbytes,
+                    unstable_iqr_ratio=transfer_cfg["unstable_iqr_ratio"],
+                )
+                log(
+                    f"transfer {device} {direction} {memory} {nbytes} B: {row['status']} "
+                    f"{row['gbps']:.3g} GB/s {row['status_detail']}".rstrip()
+                )
                 rows.append(row)
     return rows
 

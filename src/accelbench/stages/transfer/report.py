@@ -10,10 +10,20 @@ def transfer_rows(tables, series) -> list[dict]:
     if t.empty:
         return []
     t = S.with_series(t, series).sort_values(["label", "direction", "memory", "size_bytes"])
-    return [{"label": r["label"], "color": r["color"], "direction": r["direction"], "memory": r["memory"],
-             "size": S.fmt_num(r["size_bytes"] / 2 ** 20) + " MiB", "gbps": S.fmt_num(r["gbps"]),
-             "median": S.fmt_time(r["median_s"]), "repeats": r["repeats"], "status": str(r["status"])}
-            for _, r in t.iterrows()]
+    return [
+        {
+            "label": r["label"],
+            "color": r["color"],
+            "direction": r["direction"],
+            "memory": r["memory"],
+            "size": S.fmt_num(r["size_bytes"] / 2**20) + " MiB",
+            "gbps": S.fmt_num(r["gbps"]),
+            "median": S.fmt_time(r["median_s"]),
+            "repeats": r["repeats"],
+            "status": str(r["status"]),
+        }
+        for _, r in t.iterrows()
+    ]
 
 
 def context(tables, series, ctx) -> dict:

@@ -25,8 +25,9 @@ def fig_warmup(plt, sns, tables, series):
         if stable == stable and stable >= 0:
             row = g[g["iter"] == stable]
             if not row.empty:
-                ax1.scatter(row["iter"], row["iter_s"] * 1e3, s=80, marker="v", color=color, edgecolors="black",
-                            zorder=5)
+                ax1.scatter(
+                    row["iter"], row["iter_s"] * 1e3, s=80, marker="v", color=color, edgecolors="black", zorder=5
+                )
         per_dev.append((label, color, float(g["cold_s"].iloc[0]), float(g["warm_s"].iloc[0]), stable))
     _plain_log_y(ax1)
     ax1.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -35,12 +36,18 @@ def fig_warmup(plt, sns, tables, series):
     ax1.set_title("Per-iteration time (▼ = stable from here)")
     x = np.arange(len(per_dev))
     w = 0.38
-    for i, (label, color, cold, warm, _) in enumerate(per_dev):
+    for i, (_label, color, cold, warm, _) in enumerate(per_dev):
         ax2.bar(i - w / 2, cold * 1e3, w, color=color, alpha=0.45, hatch="//", edgecolor=color)
         ax2.bar(i + w / 2, warm * 1e3, w, color=color, edgecolor=color)
         if warm > 0:
-            ax2.text(i, cold * 1e3 * 1.15, f"cold = {cold / warm:.0f}× warm" if cold / warm >= 10 else
-                     f"cold = {cold / warm:.1f}× warm", ha="center", va="bottom", fontsize=8)
+            ax2.text(
+                i,
+                cold * 1e3 * 1.15,
+                f"cold = {cold / warm:.0f}× warm" if cold / warm >= 10 else f"cold = {cold / warm:.1f}× warm",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     ax2.set_xlim(-0.9, max(len(per_dev) - 0.1, 0.9))
     ax2.set_xticks(x)
     ax2.set_xticklabels([_wrap(p[0]) for p in per_dev], fontsize=8)

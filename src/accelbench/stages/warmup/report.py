@@ -16,10 +16,18 @@ def warmup_rows(tables, series) -> list[dict]:
         cold, warm = r["cold_s"], r["warm_s"]
         stable = r["stable_at_iter"]
         statuses = sorted(set(g["status"].astype(str)))
-        out.append({"label": label, "color": r["color"], "cold": S.fmt_time(cold),
-                    "warm": S.fmt_time(warm), "ratio": S.fmt_num(cold / warm) + "×" if warm else "—",
-                    "stable_at": "never" if stable != stable or stable < 0 else int(stable), "iters": len(g),
-                    "status": "ok" if statuses == ["ok"] else ", ".join(statuses)})
+        out.append(
+            {
+                "label": label,
+                "color": r["color"],
+                "cold": S.fmt_time(cold),
+                "warm": S.fmt_time(warm),
+                "ratio": S.fmt_num(cold / warm) + "×" if warm else "—",
+                "stable_at": "never" if stable != stable or stable < 0 else int(stable),
+                "iters": len(g),
+                "status": "ok" if statuses == ["ok"] else ", ".join(statuses),
+            }
+        )
     order = {lab: i for i, lab in enumerate(series["label"])}
     return sorted(out, key=lambda x: order.get(x["label"], 99))
 

@@ -48,10 +48,12 @@ def _cpu_sdpa_flops(torch):
     bwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
     if fwd is not None:
         mapping[fwd] = lambda query, key, value, *args, out_shape=None, **kw: fc.sdpa_flop_count(
-            query.shape, key.shape, value.shape)
+            query.shape, key.shape, value.shape
+        )
     if bwd is not None:
         mapping[bwd] = lambda grad_out, query, key, value, *args, out_shape=None, **kw: fc.sdpa_backward_flop_count(
-            grad_out.shape, query.shape, key.shape, value.shape)
+            grad_out.shape, query.shape, key.shape, value.shape
+        )
     return mapping
 
 

@@ -23,14 +23,42 @@ import math
 # (50304 = 50257 rounded up to a multiple of 64); llama-1b is a Llama-3.2-1B-like shape (16 layers, d 2048,
 # 32 heads of 64, SwiGLU 8192) with full multi-head attention and a 32000-token vocabulary (Llama 2's).
 GPT_PRESETS = {
-    "tiny": {"style": "gpt2", "n_layers": 2, "d_model": 32, "n_heads": 2, "seq_len": 32, "vocab_size": 32,
-             "ffn_mult": 4},
-    "gpt2-124m": {"style": "gpt2", "n_layers": 12, "d_model": 768, "n_heads": 12, "seq_len": 1024,
-                  "vocab_size": 50304, "ffn_mult": 4},
-    "gpt2-350m": {"style": "gpt2", "n_layers": 24, "d_model": 1024, "n_heads": 16, "seq_len": 1024,
-                  "vocab_size": 50304, "ffn_mult": 4},
-    "llama-1b": {"style": "llama", "n_layers": 16, "d_model": 2048, "n_heads": 32, "seq_len": 2048,
-                 "vocab_size": 32000, "ffn_hidden": 8192},
+    "tiny": {
+        "style": "gpt2",
+        "n_layers": 2,
+        "d_model": 32,
+        "n_heads": 2,
+        "seq_len": 32,
+        "vocab_size": 32,
+        "ffn_mult": 4,
+    },
+    "gpt2-124m": {
+        "style": "gpt2",
+        "n_layers": 12,
+        "d_model": 768,
+        "n_heads": 12,
+        "seq_len": 1024,
+        "vocab_size": 50304,
+        "ffn_mult": 4,
+    },
+    "gpt2-350m": {
+        "style": "gpt2",
+        "n_layers": 24,
+        "d_model": 1024,
+        "n_heads": 16,
+        "seq_len": 1024,
+        "vocab_size": 50304,
+        "ffn_mult": 4,
+    },
+    "llama-1b": {
+        "style": "llama",
+        "n_layers": 16,
+        "d_model": 2048,
+        "n_heads": 32,
+        "seq_len": 2048,
+        "vocab_size": 32000,
+        "ffn_hidden": 8192,
+    },
 }
 SIZE_KEYS = ("style", "n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "ffn_mult", "ffn_hidden")
 
@@ -169,6 +197,7 @@ def analytic_flops_per_token(sizes: dict) -> float:
 
 
 # ---------------------------------------------------------------- the corpus
+
 
 def markov_chain(vocab: int, branching: int, gen, torch):
     """(successors (V, k) int64, probs (V, k)): token i goes to successors[i, j] with probs[i, j]. The k

@@ -61,11 +61,15 @@ def build_resnet(sizes: dict, torch):
     class ResNet(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
-                                      nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, width, 7, 2, 3, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(3, 2, 1),
+            )
             blocks, cin = [], width
             for i, n in enumerate(sizes["layers"]):
-                mid = width * 2 ** i
+                mid = width * 2**i
                 for j in range(n):
                     blocks.append(Bottleneck(cin, mid, 2 if (j == 0 and i > 0) else 1))
                     cin = mid * EXPANSION
@@ -97,7 +101,7 @@ def forward_macs(sizes: dict) -> int:
     s = _out(s, 3, 2, 1)  # max-pool
     cin = width
     for i, n in enumerate(sizes["layers"]):
-        mid = width * 2 ** i
+        mid = width * 2**i
         cout = mid * EXPANSION
         for j in range(n):
             stride = 2 if (j == 0 and i > 0) else 1
@@ -120,14 +124,13 @@ def make_images(sizes: dict, resnet_cfg: dict, gen, torch) -> tuple:
     F = torch.nn.functional
     S, C = sizes["image_size"], sizes["n_classes"]
     n = resnet_cfg["n_train"] + resnet_cfg["n_test"]
-    templates = F.interpolate(torch.randn(C, 3, 8, 8, generator=gen), size=(S, S), mode="bilinear",
-                              align_corners=False)
+    templates = F.interpolate(torch.randn(C, 3, 8, 8, generator=gen), size=(S, S), mode="bilinear", align_corners=False)
     templates = templates / templates.flatten(1).std(1).view(C, 1, 1, 1)
     y = torch.randint(0, C, (n,), generator=gen)
     x = torch.empty(n, 3, S, S, dtype=torch.uint8)
     for i in range(0, n, 256):  # in chunks: a float copy of a 224² set would be large
-        yi = y[i:i + 256]
+        yi = y[i : i + 256]
         img = templates[yi] + resnet_cfg["noise"] * torch.randn(len(yi), 3, S, S, generator=gen)
-        x[i:i + 256] = (img * 40 + 127.5).clamp(0, 255).to(torch.uint8)
+        x[i : i + 256] = (img * 40 + 127.5).clamp(0, 255).to(torch.uint8)
     tr = resnet_cfg["n_train"]
     return x[:tr].contiguous(), y[:tr].contiguous(), x[tr:].contiguous(), y[tr:].contiguous()
