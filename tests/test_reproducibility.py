@@ -155,14 +155,15 @@ def test_config_hash_changes_with_any_value():
             node = node[p]
         node[path[-1]] = _changed(value)
         h = cfg.config_hash(changed)
-        if path[0] in cfg.REPORT_ONLY_KEYS:  # what is reported about the run, not what it measures
+        # what is reported about the run, or its name, not what it measures
+        if path[0] in cfg.REPORT_ONLY_KEYS + cfg.NAME_ONLY_KEYS:
             assert h == h0, f"changing {'.'.join(path)} changed config_hash"
             continue
         assert h != h0, f"changing {'.'.join(path)} left config_hash unchanged"
         seen.add(h)
-    report_only = sum(path[0] in cfg.REPORT_ONLY_KEYS for path, _ in leaves)
-    assert report_only == len(cfg.REPORT_ONLY_KEYS)
-    assert len(seen) == len(leaves) - report_only + 1  # and no two changes collide
+    unhashed = sum(path[0] in cfg.REPORT_ONLY_KEYS + cfg.NAME_ONLY_KEYS for path, _ in leaves)
+    assert unhashed == len(cfg.REPORT_ONLY_KEYS + cfg.NAME_ONLY_KEYS)
+    assert len(seen) == len(leaves) - unhashed + 1  # and no two changes collide
 
 
 def test_run_info_hash_same_for_same_config_and_differs_otherwise(tmp_path):
