@@ -53,6 +53,8 @@ TIMING = re.compile(
     r"(_s|_s_mean|tflops|pct_of_peak|peak_source|gbps|_ci95_low|_ci95_high|samples_per_s|speedup.*|repeats|blocks"
     r"|input_sets|peak_mem_bytes|work_mem_bytes|stable_at_iter|iter|faster|verdict|note|timestamp.*|device_warmup_calls"
     r"|device_warmup_status"
+    # the within-run interval's method and the blocks' autocorrelation (measure.blocks): from the timed blocks
+    r"|.*lag1_autocorr|ci_method|.*_per_s.*|mfu.*"
     # what the device's sensors read while it ran (measure.telemetry): the machine's state, not the config's
     r"|clock_mhz.*|power_w.*|temp_c.*|util_pct.*|energy_j|gflop_per_j|samples_per_j|telemetry_samples|throttled"
     r"|throttle_reasons|clock_ramp)$"
