@@ -78,8 +78,8 @@ plan() {
   step nvml           10  "$PY" bench/gpu_nvml.py
   step setup          15  setup
   step attention      20  stage attention attention
-  step gpt2_eager     25  stage gpt2_eager gpt2,gpt,gpt2_mfu,mfu
-  step gpt2_compiled  40  stage gpt2_compiled gpt2,gpt,gpt2_mfu,mfu
+  step gpt2_eager     25  stage gpt2_eager amp
+  step gpt2_compiled  40  stage gpt2_compiled amp
   step fidelity       20  fidelity
   step pipeline      130  pipeline
   step report         12  report

@@ -60,7 +60,13 @@ def step_config(path: Path, step: str, stage: str) -> dict:
     dropped = sorted(k for k in mine if k not in known)
     if dropped:
         print(f"gpu_stage: {step}: config keys {dropped} are not in the config schema: dropped")
-    config = {**declared, **{k: v for k, v in mine.items() if k in known}}
+    # the plug-in declares its own section's keys: they go under its config key, and this file's keys of that
+    # section over them
+    key = registry.STAGES[stage].config_key
+    config = {key: dict(declared)} if declared and key else {}
+    for k, v in mine.items():
+        if k in known:
+            config[k] = {**config[k], **v} if isinstance(v, dict) and isinstance(config.get(k), dict) else v
     return {"config": config, "argv": own.get("argv")}
 
 

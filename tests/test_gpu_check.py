@@ -363,3 +363,35 @@ def test_a_stage_step_whose_stage_is_in_this_build_runs_it_as_the_pipeline_would
     assert "config keys ['not_a_key'] are not in the config schema: dropped" in got.stdout
     assert "KEY probe: warmup exit 0" in got.stdout
     assert re.search(r"^KEY warmup_cpu\.csv: \d+ rows \(", got.stdout, re.MULTILINE), got.stdout
+
+
+def test_every_guarded_stage_step_finds_its_stage_and_a_valid_config():
+    """Each `stage STEP CANDIDATES` step of the plan names a stage this build has, and the config it would run
+    (the plug-in's own gpu_check section under its config key, bench/gpu_stages.yaml's keys over it) passes the
+    config check: a step that would stop at run-info on the GPU machine fails here, on the CPU."""
+    from accelbench import registry
+    from accelbench.run.config import check
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import gpu_stage
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    steps = re.findall(r"^  step (\w+)\s+\d+\s+stage (\w+) (\S+)$", CHECK.read_text(), re.MULTILINE)
+    assert {name for name, _, _ in steps} >= {"attention", "gpt2_eager", "gpt2_compiled", "history"}, steps
+    for name, step, candidates in steps:
+        stage = gpu_stage.find_stage(candidates.split(","))
+        assert stage, f"step {name}: none of {candidates} is a stage of this build"
+        cfg = gpu_stage.step_config(REPO / "bench" / "gpu_stages.yaml", step, stage)
+        if registry.STAGES[stage].kind in ("device", "run"):
+            check({"run": "gpu-check", "backends": ["cuda"], **cfg["config"]})
+        else:
+            assert cfg["argv"], f"step {name}: the tool stage {stage} needs an argv"
+    gpt2 = {
+        n: gpu_stage.step_config(REPO / "bench" / "gpu_stages.yaml", n, "amp")["config"]["amp"]
+        for n in ("gpt2_eager", "gpt2_compiled")
+    }
+    assert all(c["workloads"] == ["gpt"] and c["gpt"]["preset"] == "gpt2-124m" for c in gpt2.values())
+    assert gpt2["gpt2_eager"]["compile"] is False and gpt2["gpt2_compiled"]["compile"] == ["gpt"]
+    attention = gpu_stage.step_config(REPO / "bench" / "gpu_stages.yaml", "attention", "attention")["config"]
+    assert attention["attention"]["head_dims"] == [128] and max(attention["attention"]["seq_lens"]) == 16384
