@@ -4,6 +4,7 @@ with, and dead code kept out."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import re
@@ -164,6 +165,18 @@ def test_every_figure_has_one_caption_and_the_report_quotes_it():
         assert callable(plots.drawer(name)), name
     html_src = (PKG / "reporting" / "html.py").read_text()
     assert "FIGURE_TEXT" not in html_src  # the captions are the one text
+
+
+def test_every_subcommand_formats_its_help():
+    """``accelbench STAGE --help`` of every stage: argparse %-formats each help text, so a lone percent sign (an
+    f-string's ``{x:.0%}``) breaks the help of that command only when someone asks for it."""
+    from accelbench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        text = p.format_help()
+        assert name in text and "usage:" in text, name
 
 
 def test_cli_lists_every_stage_without_importing_torch():

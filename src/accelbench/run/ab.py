@@ -472,8 +472,9 @@ def add_arguments(p) -> None:
         type=int,
         default=None,
         metavar="R",
-        help=f"runs per side (default {DEFAULT_RUNS}: 80%% power against a {SLOWDOWN:.0%} slowdown at "
-        f"the measured run-to-run spread, {SPREAD_LOG_SD:.1%} log SD)",
+        # argparse %-formats help: a literal percent sign is %%
+        help=f"runs per side (default {DEFAULT_RUNS}: 80%% power against a {SLOWDOWN * 100:.0f}%% slowdown at "
+        f"the measured run-to-run spread, {SPREAD_LOG_SD * 100:.1f}%% log SD)",
     )
     p.add_argument("--order", default="alternate", help=f"{', '.join(ORDERS)} (default: alternate, A B A B ...)")
     p.add_argument("--seed", type=int, default=0, help="the seed of --order random (default 0)")
