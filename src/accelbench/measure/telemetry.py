@@ -60,6 +60,7 @@ from statistics import median
 
 import psutil
 
+from ..columns import TELEMETRY_SERIES
 from .failures import one_line
 
 DEFAULT_HZ = 20.0
@@ -94,20 +95,7 @@ WINDOW_EXTRA = (
 # clock_source: "measured" (a clock that can vary), "nominal" (one that cannot: /proc/cpuinfo's fixed "cpu MHz"
 # under a hypervisor, or a fallback reading that never changed over the window; clock_ramp is then unknown)
 CLOCK_MEASURED, CLOCK_NOMINAL = "measured", "nominal"
-SERIES_COLUMNS = (
-    "stage",
-    "time_unix_s",
-    "t_s",
-    "clock_mhz",
-    "mem_clock_mhz",
-    "power_w",
-    "temp_c",
-    "util_pct",
-    "energy_j",
-    "throttle_reasons",
-    "telemetry_source",
-    "status",
-)
+SERIES_COLUMNS = TELEMETRY_SERIES  # one row per reading (the columns are declared once, in accelbench.columns)
 
 # NVML clock-event reasons: nvml.h's ``nvmlClocksEventReason*`` defines (CUDA 12.x/13.x nvml.h, "Clocks
 # Event Reasons"; the same nine bits, 0x1-0x100, in nvidia-ml-py's pynvml.py "Clock Event Reasons defines",
