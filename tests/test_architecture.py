@@ -291,9 +291,6 @@ def test_compare_covers_every_table_that_declares_it():
 # that names a stage or table fails the test.
 CROSS_STAGE_READERS = {
     "src/accelbench/registry.py": "the core figures over several stages (telemetry, roofline) and PLUGINS",
-    "src/accelbench/reporting/html.py": "the comparison section's AMP rows (accelbench compare)",
-    "src/accelbench/reporting/compare.py": "the AMP comparison and the published-figure references",
-    "workflow/rules/compare.smk": "the AMP comparison file",
     "bench/compare_power.py": "a benchmark of the matmul stage",
 }
 # a plug-in may read another's config or tables it is built on (these edges are declared here, in one place)

@@ -260,7 +260,7 @@ def test_amp_speedup_and_accuracy_changes_have_intervals(results):
     tr.loc[amp, "test_acc"] = tr.loc[amp, "test_acc"] - 0.05 + np.array([0.0, 0.004, -0.004] * per_workload)
     (cand / "amp_cpu_trials.csv").write_text(tr.to_csv(index=False))
     cmp = C.compare_runs(C.load_run(results / "laptop-cpu"), C.load_run(cand))
-    a = cmp.amp.set_index("workload")
+    a = cmp.extras["amp"].set_index("workload")
     assert sorted(a.index) == workloads and len(workloads) >= 2 and (a["seeds"] == 3).all()
     for w in a.index:
         assert a.at[w, "speedup_ratio_ci95_low"] < 2.0 < a.at[w, "speedup_ratio_ci95_high"]
@@ -474,7 +474,9 @@ def test_report_section_from_the_written_comparison(groups, tmp_path, capsys):
     assert [p["verdict"] for p in cm["points"][:2]] == ["slower", "slower"]
     assert cm["figure"]["uri"].startswith("data:image/png;base64,")
     assert {(p["scope"], p["field"]) for p in cm["provenance"]} >= {("matmul cpu", "threads")}
-    assert [a["workload"] for a in cm["amp"]] == ["mlp", "transformer", "gpt", "resnet"]  # the fixture's plan order
+    amp = next(x for x in cm["extras"] if x["key"] == "amp")  # the AMP stage's own comparison (its CompareExtra)
+    assert amp["include"] == "accelbench.stages.amp/compare.html.j2"
+    assert [a["workload"] for a in amp["rows"]] == ["mlp", "transformer", "gpt", "resnet"]  # the fixture's plan order
     page = html.render(ctx)
     assert page.index('id="summary"') < page.index('id="compare"') < page.index('id="environment"')
     assert "<h2>Compared with laptop-cpu+2</h2>" in page

@@ -6,8 +6,9 @@ measuring code (``measure.py``), figure drawers, section context builder and tem
 files of that package, reached through ``Hook`` strings, so reading every declaration (the CLI listing its
 subcommands, the Snakefile, the docs) never imports torch, pandas, matplotlib or a backend.
 
-The registry collects the declarations into ``STAGES``, ``TABLES``, ``FIGURES`` and ``SECTIONS``; the rules,
-aggregate, plots, report, compare, profiles and tests read those, with no per-stage branches.
+The registry collects the declarations into ``STAGES``, ``TABLES``, ``FIGURES``, ``SECTIONS`` and
+``COMPARE_EXTRAS``; the rules, aggregate, plots, report, compare, profiles and tests read those, with no
+per-stage branches.
 """
 
 from __future__ import annotations
@@ -227,6 +228,33 @@ class Section:
 
 
 @dataclass(frozen=True)
+class CompareExtra:
+    """A stage's own comparison of two runs, beside the point-by-point one (``accelbench compare``, the report's
+    "Compared with" section): what a per-point ratio of times cannot say, as AMP's speedup over FP32 and accuracy
+    difference of each run and how they changed.
+
+    ``build(base_run, cand_run, any_device_model) -> DataFrame``: the comparison of the first run of each side
+    (``reporting.compare.Run``: its ``tables`` by name, ``devices``, ``info``; ``any_device_model``: match points
+    across device models), written to ``results/compare/<baseline>__<candidate>_<key>.csv``; ``lines(df) ->
+    [str]``: its lines in the CLI's text (``df`` read back from that file: it may be empty); ``context(df) ->
+    [dict]``: the rows of its card, ``template``: a Jinja partial in the plug-in's package that renders the card in
+    the report's "Compared with" section, with the variables ``extra`` (``extra.rows``: the rows) and
+    ``comparison`` (the section's: ``baseline``, ``candidate``)."""
+
+    key: str
+    build: Hook
+    lines: Hook
+    context: Hook
+    template: str
+    package: str = ""  # filled in by the registry: the plug-in package the template lives in
+
+    @property
+    def include(self) -> str:
+        """The template's name for the report's Jinja loader."""
+        return f"{self.package}/{self.template}"
+
+
+@dataclass(frozen=True)
 class Summary:
     """A stage's part of the report's summary (at the top of the page): ``context(tables, series, ctx) -> dict``
     its variables (merged into the report's context in ``order``, before the sections'; a later part may refine
@@ -292,6 +320,10 @@ class Stage:
     warms_devices: bool = False
     peak_overrides: bool = False
     summary: Summary | None = None  # its part of the report's summary (top of the page)
+    compare_extras: tuple[CompareExtra, ...] = ()  # its own comparisons of two runs (accelbench compare, report)
+    # ``accelbench compare --against references``: lines(run) -> [str], how one run (reporting.compare.Run) compares
+    # with the published figures the stage ships (a line saying there is none where no device and dtype has one)
+    references: Hook | None = None
 
     @property
     def module(self) -> str:

@@ -35,7 +35,7 @@ from .columns import (
     TELEMETRY_SERIES_NUMERIC,
     THROTTLE,
 )
-from .plugin import Figure, Headline, Hook, Resources, Section, Stage, Table
+from .plugin import CompareExtra, Figure, Headline, Hook, Resources, Section, Stage, Table
 
 # The stage plug-ins, in the order their stages run on one backend (each after the one before: never two at once).
 PLUGINS: tuple[str, ...] = (
@@ -213,8 +213,13 @@ CORE_SECTIONS = (
 )
 
 
+# the keys of compare_files that are compare's own (a stage's compare extra may not take one)
+COMPARE_CORE_FILES = ("points", "provenance", "png", "svg")
+
+
 def _collect(plugin_names: tuple[str, ...] = PLUGINS):
-    """STAGES, TABLES, FIGURES and SECTIONS from the plug-ins (and the core's own), in run and page order."""
+    """STAGES, TABLES, FIGURES and SECTIONS from the plug-ins (and the core's own), in run and page order (each
+    stage's compare extras with their package filled in)."""
     plugins = [importlib.import_module(name).PLUGIN for name in plugin_names]
     stages, tables, figures, sections = {}, {t.name: t for t in CORE_TABLES}, {}, {}
     for name, plugin in zip(plugin_names, plugins):
@@ -233,14 +238,28 @@ def _collect(plugin_names: tuple[str, ...] = PLUGINS):
         figures[f.name] = dataclasses.replace(f, tables=inputs[f.name]) if f.name in inputs else f
     for s in CORE_SECTIONS:
         sections[s.name] = s
+    packages = {plugin.name: name for name, plugin in zip(plugin_names, plugins)}
+    extras = set(COMPARE_CORE_FILES)
     for plugin in (*CORE_BEFORE, *plugins, *CORE_AFTER):
+        for x in plugin.compare_extras:
+            if x.key in extras:
+                raise ValueError(f"{packages.get(plugin.name, plugin.name)}: compare extra {x.key!r} is declared twice")
+            extras.add(x.key)
         stages[plugin.name] = dataclasses.replace(
-            plugin, tables=tuple(t.name if isinstance(t, Table) else t for t in plugin.tables)
+            plugin,
+            tables=tuple(t.name if isinstance(t, Table) else t for t in plugin.tables),
+            compare_extras=tuple(
+                dataclasses.replace(x, package=packages.get(plugin.name, x.package)) for x in plugin.compare_extras
+            ),
         )
     return stages, tables, figures, dict(sorted(sections.items(), key=lambda kv: kv[1].order))
 
 
 STAGES, TABLES, FIGURES, SECTIONS = _collect()
+# Every stage's own comparisons of two runs (Stage.compare_extras: accelbench compare writes each one's file, the
+# report renders each one's card), in stage order; and the stages' lines against published figures (--against).
+COMPARE_EXTRAS: tuple[CompareExtra, ...] = tuple(x for s in STAGES.values() for x in s.compare_extras)
+REFERENCES: tuple[Hook, ...] = tuple(s.references for s in STAGES.values() if s.references)
 DEVICE_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES.values() if s.kind == "device")
 # the stage whose config warms every device before it is measured, and the one whose peak_tflops overrides peaks
 WARMUP: Stage = next(s for s in DEVICE_STAGES if s.warms_devices)
@@ -380,14 +399,20 @@ def sample_files(config_backends) -> list[str]:
 COMPARE_DIR = "compare"
 
 
+def compare_extra_file(stem: str, key: str) -> str:
+    """A compare extra's file beside the points file ``<stem>.csv``: ``<stem>_<key>.csv``."""
+    return f"{stem}_{key}.csv"
+
+
 def compare_files(baseline: str, candidate: str) -> dict[str, str]:
     """What ``accelbench compare`` writes under results/compare/ for two run ids: the points (the documented
-    table), the AMP comparison, the provenance diff, and the figure of the ratios."""
+    table), each stage's own comparison (``COMPARE_EXTRAS``, by its key), the provenance diff, and the figure of
+    the ratios."""
     stem = f"{COMPARE_DIR}/{baseline}__{candidate}"
     return {
         "points": f"{stem}.csv",
-        "amp": f"{stem}_amp.csv",
-        "provenance": f"{stem}_provenance.csv",
+        **{x.key: compare_extra_file(stem, x.key) for x in COMPARE_EXTRAS},
+        "provenance": compare_extra_file(stem, "provenance"),
         "png": f"{stem}.png",
         "svg": f"{stem}.svg",
     }

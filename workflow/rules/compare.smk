@@ -25,15 +25,13 @@ if COMPARE:
             tables=[run_path(name) for name in registry.run_files(BACKENDS)],
             samples=[run_path(name) for name in registry.sample_files(BACKENDS)],
         output:
-            points=COMPARE["points"],
-            amp=COMPARE["amp"],
-            provenance=COMPARE["provenance"],
+            # the points, each stage's own comparison (registry.COMPARE_EXTRAS), the provenance, the figure
+            **{k: v for k, v in COMPARE.items() if k != "png"},
             png=report(
                 COMPARE["png"],
                 caption="../report/comparison.rst",
                 category="Comparison",
             ),
-            svg=COMPARE["svg"],
         log:
             f"{RESULTS}/{registry.log_file('compare')}",
         threads: 1

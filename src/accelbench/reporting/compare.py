@@ -21,17 +21,20 @@ holds this point's measured spread on this testbed (``spread_source`` ``history`
 
 Next to each verdict the provenance that differs for that point (method_version, threads, device model, driver,
 torch/CUDA/HIP, image, commit, the stage's config keys; the first run of each side), e.g. ``slower -12% [-14, -10];
-threads 2->1``; the whole provenance diff is its own table. AMP: the first runs' speedups over FP32 and accuracy
-differences, and how they changed, with paired-by-seed t intervals (``measure.paired``).
+threads 2->1``; the whole provenance diff is its own table. Beside the points, each stage's own comparison of the
+first runs (``registry.COMPARE_EXTRAS``, ``plugin.CompareExtra``: the AMP stage's speedups over FP32 and accuracy
+differences, and how they changed, with paired-by-seed t intervals), one file each, ``..._<key>.csv``.
 
 Output: a compact table on stdout, regressions first; ``<results>/compare/<baseline>__<candidate>.csv``
-(``registry.COMPARE_COLUMNS``; a group of several runs is named ``<first run>+<more>``, ``group_name``), ``..._amp.csv``,
-``..._provenance.csv`` and a figure of the ratios (``.png``, ``.svg``). Exit 0 when no point is slower, 1 when any is,
-2 on bad input (a missing run, a corrupt or truncated CSV or sample file, an empty group, a group that mixes device
-models or configs without ``--allow-mixed``, no matched point): one line naming the run or file, nothing written.
+(``registry.COMPARE_COLUMNS``; a group of several runs is named ``<first run>+<more>``, ``group_name``), the stages'
+``..._<key>.csv``, ``..._provenance.csv`` and a figure of the ratios (``.png``, ``.svg``). Exit 0 when no point is
+slower, 1 when any is, 2 on bad input (a missing run, a corrupt or truncated CSV or sample file, an empty group, a
+group that mixes device models or configs without ``--allow-mixed``, no matched point): one line naming the run or
+file, nothing written.
 
-``--against references`` adds (or, with one run, gives only) how the run's best matmul throughput compares
-with the published figures shipped in ``accelbench/data/references.yaml`` (``stages.matmul.references``).
+``--against references`` adds (or, with one run, gives only) how the run compares with the published figures the
+stages ship (``Stage.references``, ``registry.REFERENCES``: the matmul stage's best throughput against
+``accelbench/data/references.yaml``).
 """
 
 from __future__ import annotations
@@ -51,11 +54,8 @@ from ..columns import COMPARABLE
 from ..measure import ratio as R
 from ..measure import runstats as RS
 from ..measure import samples as sample_table
-from ..measure.paired import paired_diff_ci, speedup_ci
 from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
-from ..stages.amp.stats import BASELINE as AMP_BASELINE
-from ..stages.matmul import references as refs
 from .aggregate import Problems, read_checked_csv
 
 # The default noise floor: docs/comparing.md says how it was chosen from bench/run_to_run_spread.py.
@@ -607,123 +607,13 @@ def provenance_diff(base_run: Run, cand_run: Run, base_pts: pd.DataFrame, cand_p
     return pd.DataFrame(rows, columns=["scope", "field", "baseline", "candidate"])
 
 
-def amp_comparison(base_run: Run, cand_run: Run, any_device_model: bool = False) -> pd.DataFrame:
-    """Per (backend, device, workload, AMP mode) in both runs: each run's speedup over FP32 and accuracy difference
-    (from its summary), and the change: candidate/baseline speedup ratio and accuracy-difference change, paired by
-    seed (the same seed is the same initial weights and data in both runs), with t intervals (``measure.paired``)."""
-    cols = [
-        "backend",
-        "device",
-        "device_name",
-        "workload",
-        "mode",
-        "seeds",
-        "baseline_speedup",
-        "baseline_speedup_ci95_low",
-        "baseline_speedup_ci95_high",
-        "candidate_speedup",
-        "candidate_speedup_ci95_low",
-        "candidate_speedup_ci95_high",
-        "speedup_diff",
-        "speedup_ratio",
-        "speedup_ratio_ci95_low",
-        "speedup_ratio_ci95_high",
-        "baseline_acc_diff",
-        "candidate_acc_diff",
-        "acc_diff_change",
-        "acc_diff_change_ci95_low",
-        "acc_diff_change_ci95_high",
-    ]
-    bt, ct = base_run.tables.get("amp_trials"), cand_run.tables.get("amp_trials")
-    bs, cs = base_run.tables.get("amp_summary"), cand_run.tables.get("amp_summary")
-    if bt is None or ct is None or bt.empty or ct.empty:
-        return pd.DataFrame(columns=cols)
-
-    def per_seed(trials, backend, device, workload, mode):
-        t = trials[
-            (trials["backend"] == backend)
-            & (trials["device"].astype(str) == device)
-            & (trials["workload"] == workload)
-            & (trials["status"] == "ok")
-        ]
-        base = t[t["mode"] == AMP_BASELINE].set_index("seed")
-        cur = t[t["mode"] == mode].set_index("seed")
-        seeds = sorted(set(base.index) & set(cur.index))
-        return {
-            int(s): (
-                float(base.at[s, "step_median_s"]) / float(cur.at[s, "step_median_s"]),
-                float(cur.at[s, "test_acc"]) - float(base.at[s, "test_acc"]),
-            )
-            for s in seeds
-        }
-
-    def summary_row(summary, device, workload, mode):
-        if summary is None or summary.empty:
-            return {}
-        s = summary[
-            (summary["device"].astype(str) == device) & (summary["workload"] == workload) & (summary["mode"] == mode)
-        ]
-        return s.iloc[0].to_dict() if len(s) else {}
-
-    rows = []
-    keys = ["backend", "device", "device_name", "workload", "mode"]
-    cand_modes = ct[(ct["mode"] != AMP_BASELINE) & ct["device"].notna()][keys].drop_duplicates()
-    for _, k in cand_modes.iterrows():
-        device, workload, mode = str(k["device"]), k["workload"], k["mode"]
-        same = bt[
-            (bt["device"].astype(str) == device)
-            & (bt["workload"] == workload)
-            & (bt["mode"] == mode)
-            & (bt["backend"] == k["backend"])
-        ]
-        if not any_device_model:
-            same = same[same["device_name"] == k["device_name"]]
-        if same.empty:
-            continue
-        b, c = per_seed(bt, k["backend"], device, workload, mode), per_seed(ct, k["backend"], device, workload, mode)
-        seeds = sorted(set(b) & set(c))
-        ratio, r_low, r_high = (
-            speedup_ci([c[s][0] for s in seeds], [b[s][0] for s in seeds]) if seeds else (math.nan,) * 3
-        )
-        change, a_low, a_high = (
-            paired_diff_ci([c[s][1] for s in seeds], [b[s][1] for s in seeds]) if seeds else (math.nan,) * 3
-        )
-        sb, sc = summary_row(bs, device, workload, mode), summary_row(cs, device, workload, mode)
-        rows.append(
-            {
-                "backend": k["backend"],
-                "device": device,
-                "device_name": k["device_name"],
-                "workload": workload,
-                "mode": mode,
-                "seeds": len(seeds),
-                "baseline_speedup": sb.get("speedup", math.nan),
-                "baseline_speedup_ci95_low": sb.get("speedup_ci95_low", math.nan),
-                "baseline_speedup_ci95_high": sb.get("speedup_ci95_high", math.nan),
-                "candidate_speedup": sc.get("speedup", math.nan),
-                "candidate_speedup_ci95_low": sc.get("speedup_ci95_low", math.nan),
-                "candidate_speedup_ci95_high": sc.get("speedup_ci95_high", math.nan),
-                "speedup_diff": sc.get("speedup", math.nan) - sb.get("speedup", math.nan),
-                "speedup_ratio": ratio,
-                "speedup_ratio_ci95_low": r_low,
-                "speedup_ratio_ci95_high": r_high,
-                "baseline_acc_diff": sb.get("acc_diff", math.nan),
-                "candidate_acc_diff": sc.get("acc_diff", math.nan),
-                "acc_diff_change": change,
-                "acc_diff_change_ci95_low": a_low,
-                "acc_diff_change_ci95_high": a_high,
-            }
-        )
-    return pd.DataFrame(rows, columns=cols)
-
-
 @dataclass
 class Comparison:
     baseline: str
     candidate: str
     min_effect: float
     points: pd.DataFrame  # registry.COMPARE_COLUMNS + identity columns, regressions first
-    amp: pd.DataFrame
+    extras: dict  # each stage's own comparison (registry.COMPARE_EXTRAS), by its key -> DataFrame
     provenance: pd.DataFrame
     labels: dict  # point row index -> label
     runs: tuple = ((), ())  # the run ids of each side
@@ -885,7 +775,7 @@ def compare_groups(
         cand.name,
         min_effect,
         df,
-        amp_comparison(base_run, cand_run, any_device_model),
+        {x.key: x.build.load()(base_run, cand_run, any_device_model) for x in registry.COMPARE_EXTRAS},
         provenance_diff(base_run, cand_run, base_each[0], cand_each[0]),
         labels,
         runs=(base.ids, cand.ids),
@@ -1010,34 +900,23 @@ def format_table(cmp: Comparison, limit: int = MAX_PRINTED) -> str:
                 for r in cmp.provenance.itertuples()
             )
         )
-    for r in cmp.amp.itertuples():
-        lines.append(
-            f"AMP {r.device} {r.workload} {r.mode}: speedup {_num(r.baseline_speedup)}\u00d7 \u2192 "
-            f"{_num(r.candidate_speedup)}\u00d7 (ratio {_num(r.speedup_ratio)} "
-            f"[{_num(r.speedup_ratio_ci95_low)}, {_num(r.speedup_ratio_ci95_high)}]); accuracy difference "
-            f"{_num(r.baseline_acc_diff, '+.3f')} \u2192 {_num(r.candidate_acc_diff, '+.3f')} (change "
-            f"{_num(r.acc_diff_change, '+.3f')} [{_num(r.acc_diff_change_ci95_low, '+.3f')}, "
-            f"{_num(r.acc_diff_change_ci95_high, '+.3f')}], {r.seeds} seed pair(s))"
-        )
+    for x in registry.COMPARE_EXTRAS:  # each stage's own comparison, its lines
+        lines += x.lines.load()(cmp.extras.get(x.key, pd.DataFrame()))
     lines.append(headline(cmp))
     return "\n".join(lines)
 
 
-def _num(x, fmt: str = ".3g") -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return "\u2014"
-    return "\u2014" if math.isnan(x) else format(x, fmt)
-
-
 def read_comparison(points_path: str | Path) -> Comparison:
-    """A comparison written by ``write`` (the points CSV and the AMP and provenance CSVs beside it)."""
+    """A comparison written by ``write`` (the points CSV and the stages' own and the provenance CSVs beside it; a
+    missing or empty one reads as an empty frame)."""
     points_path = Path(points_path)
     points = pd.read_csv(points_path)
-    stem = points_path.with_suffix("")
-    amp_path, prov_path = Path(f"{stem}_amp.csv"), Path(f"{stem}_provenance.csv")
-    amp = pd.read_csv(amp_path) if amp_path.is_file() and amp_path.stat().st_size else pd.DataFrame()
+    stem = str(points_path.with_suffix(""))
+    extras = {}
+    for x in registry.COMPARE_EXTRAS:
+        path = Path(registry.compare_extra_file(stem, x.key))
+        extras[x.key] = pd.read_csv(path) if path.is_file() and path.stat().st_size else pd.DataFrame()
+    prov_path = Path(registry.compare_extra_file(stem, "provenance"))
     prov = (
         pd.read_csv(prov_path, dtype=str, keep_default_na=False)
         if prov_path.is_file() and prov_path.stat().st_size
@@ -1055,7 +934,7 @@ def read_comparison(points_path: str | Path) -> Comparison:
         group_name(runs[1]) if runs[1] else "",
         min_effect,
         points,
-        amp,
+        extras,
         prov,
         dict(enumerate(points["label"].astype(str))) if len(points) else {},
         runs=runs,
@@ -1068,11 +947,13 @@ def read_comparison(points_path: str | Path) -> Comparison:
 
 
 def write(cmp: Comparison, out_dir: Path, plot: bool = True) -> dict[str, Path]:
-    """The points, AMP and provenance CSVs, and the figure, under ``out_dir`` (results/compare)."""
+    """The points CSV, each stage's own comparison's (``registry.COMPARE_EXTRAS``), the provenance CSV, and the
+    figure, under ``out_dir`` (results/compare)."""
     names = registry.compare_files(cmp.baseline, cmp.candidate)
     paths = {k: Path(out_dir) / Path(v).name for k, v in names.items()}
     atomic_write_csv(paths["points"], cmp.points)
-    atomic_write_csv(paths["amp"], cmp.amp)
+    for x in registry.COMPARE_EXTRAS:
+        atomic_write_csv(paths[x.key], cmp.extras.get(x.key, pd.DataFrame()))
     atomic_write_csv(paths["provenance"], cmp.provenance)
     if plot:
         from . import plots  # matplotlib only when a figure is drawn: --no-plot skips its import
@@ -1140,15 +1021,8 @@ def add_arguments(p) -> None:
 
 
 def _reference_report(run: Run) -> list[str]:
-    matmul = run.tables.get("matmul", pd.DataFrame())
-    env = run.devices.get("env") or {}
-    lines = refs.reference_lines(matmul, torch_version=str(run.devices.get("torch_version") or ""), env=env)
-    if not lines:
-        return [
-            f"references: no published figure for a device and dtype of run {run.run_id} "
-            f"({', '.join(sorted(set(matmul.get('device_name', pd.Series(dtype=str)).dropna().astype(str)))) or 'no matmul'})"
-        ]
-    return [f"references: {line['text']}" for line in lines]
+    """The run against published figures: every stage's lines that ships them (``registry.REFERENCES``)."""
+    return [line for hook in registry.REFERENCES for line in hook.load()(run)]
 
 
 def cli(args) -> int:

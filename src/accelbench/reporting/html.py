@@ -475,31 +475,11 @@ def comparison_context(points_path: str | Path | None, captions_dir: Path | None
                 "n": _cell(r.get("n")),
             }
         )
-    amp = []
-    for _, a in cmp.amp.iterrows():
-        amp.append(
-            {
-                "device": a["device"],
-                "workload": a["workload"],
-                "mode": a["mode"],
-                "seeds": a["seeds"],
-                "baseline": S.fmt_unit(a["baseline_speedup"], "×"),
-                "baseline_ci": f"{S.fmt_num(a['baseline_speedup_ci95_low'])}–{S.fmt_num(a['baseline_speedup_ci95_high'])}",
-                "candidate": S.fmt_unit(a["candidate_speedup"], "×"),
-                "candidate_ci": f"{S.fmt_num(a['candidate_speedup_ci95_low'])}–{S.fmt_num(a['candidate_speedup_ci95_high'])}",
-                "diff": "—"
-                if a["speedup_diff"] != a["speedup_diff"]
-                else f"{a['speedup_diff']:+.3g}×".replace("-", "−"),
-                "ratio": S.fmt_unit(a["speedup_ratio"], "×"),
-                "ratio_ci": f"{S.fmt_num(a['speedup_ratio_ci95_low'])}–{S.fmt_num(a['speedup_ratio_ci95_high'])}",
-                "acc_change": "—"
-                if a["acc_diff_change"] != a["acc_diff_change"]
-                else f"{a['acc_diff_change'] * 100:+.2f} pp",
-                "acc_ci": ""
-                if a["acc_diff_change_ci95_low"] != a["acc_diff_change_ci95_low"]
-                else f"{a['acc_diff_change_ci95_low'] * 100:+.2f} to {a['acc_diff_change_ci95_high'] * 100:+.2f} pp",
-            }
-        )
+    # each stage's own comparison (registry.COMPARE_EXTRAS): its card's rows and the partial that renders them
+    extras = [
+        {"key": x.key, "include": x.include, "rows": x.context.load()(cmp.extras.get(x.key, pd.DataFrame()))}
+        for x in registry.COMPARE_EXTRAS
+    ]
     counts = cmp.counts
     return {
         "baseline": cmp.baseline,
@@ -508,7 +488,7 @@ def comparison_context(points_path: str | Path | None, captions_dir: Path | None
         "counts": counts,
         "min_effect_pct": f"{100 * cmp.min_effect:g}",
         "points": rows,
-        "amp": amp,
+        "extras": extras,
         "provenance": _records(cmp.provenance),
         "only_baseline": [cmp.labels[i] for i in pts.index[pts["match"] == "baseline_only"]],
         "only_candidate": [cmp.labels[i] for i in pts.index[pts["match"] == "candidate_only"]],
@@ -597,12 +577,12 @@ def telemetry_context(tables, series, ctx) -> dict:
 
 
 def template_loader() -> ChoiceLoader:
-    """The report's template, and each section's partial as ``<package>/<file>`` from the package that declares
-    it (a stage plug-in's own folder)."""
+    """The report's template, and each section's and compare extra's partial as ``<package>/<file>`` from the
+    package that declares it (a stage plug-in's own folder)."""
     folders = {}
-    for section in registry.SECTIONS.values():
-        spec = importlib.util.find_spec(section.package)
-        folders[section.package] = FileSystemLoader(list(spec.submodule_search_locations))
+    for package in dict.fromkeys(x.package for x in (*registry.SECTIONS.values(), *registry.COMPARE_EXTRAS)):
+        spec = importlib.util.find_spec(package)
+        folders[package] = FileSystemLoader(list(spec.submodule_search_locations))
     return ChoiceLoader([PackageLoader("accelbench.reporting", "templates"), PrefixLoader(folders, delimiter="/")])
 
 

@@ -12,7 +12,19 @@ from ...columns import (
     THROTTLE,
     cols,
 )
-from ...plugin import Compare, Figure, Hook, Resources, Roofline, Section, Stage, Summary, Table, Windows
+from ...plugin import (
+    Compare,
+    CompareExtra,
+    Figure,
+    Hook,
+    Resources,
+    Roofline,
+    Section,
+    Stage,
+    Summary,
+    Table,
+    Windows,
+)
 
 FIGURES = "accelbench.stages.amp.figures"
 # the training columns of a trial (docs/training.md): throughput, FLOPs, MFU, compile time, the loss floor
@@ -234,6 +246,16 @@ PLUGIN = Stage(
         ),
     ),
     config_check=Hook("accelbench.stages.amp.config_check:check"),
+    # compare's AMP file, <baseline>__<candidate>_amp.csv, and its card in the report's "Compared with" section
+    compare_extras=(
+        CompareExtra(
+            "amp",
+            build=Hook("accelbench.stages.amp.compare:comparison"),
+            lines=Hook("accelbench.stages.amp.compare:lines"),
+            context=Hook("accelbench.stages.amp.compare:context"),
+            template="compare.html.j2",
+        ),
+    ),
     # the GPU check: 2 seeds, the fewest that give the speedup an interval; 40 steps of which 5 untimed
     gpu_check={
         "workloads": ["mlp", "transformer"],

@@ -175,6 +175,7 @@ PLUGIN = Stage(
         ),
     ),
     config_check=Hook("accelbench.stages.matmul.config_check:check"),
+    references=Hook("accelbench.stages.matmul.references:run_lines"),  # compare --against references
     gpu_check={  # the GPU check's section (bench/gpu_config.py: one GPU, the whole pipeline in about four minutes)
         "sizes": [4096, 8192],
         "dtypes": ["tf32", "bfloat16", "float8_e4m3fn"],

@@ -140,3 +140,19 @@ def reference_lines(matmul: pd.DataFrame, *, torch_version: str = "", env: dict 
             }
         )
     return out
+
+
+def run_lines(run) -> list[str]:
+    """``accelbench compare --against references`` (``Stage.references``): one line per device and dtype of the run
+    (``reporting.compare.Run``) that has a published figure, each starting ``references:``; a single line naming
+    the run and its device models when none has one."""
+    matmul = run.tables.get("matmul", pd.DataFrame())
+    env = run.devices.get("env") or {}
+    lines = reference_lines(matmul, torch_version=str(run.devices.get("torch_version") or ""), env=env)
+    if not lines:
+        models = sorted(set(matmul.get("device_name", pd.Series(dtype=str)).dropna().astype(str)))
+        return [
+            f"references: no published figure for a device and dtype of run {run.run_id} "
+            f"({', '.join(models) or 'no matmul'})"
+        ]
+    return [f"references: {line['text']}" for line in lines]
