@@ -276,6 +276,49 @@ def test_declared_roles_live_in_their_stage_package():
         assert t.compare.sweep.x in t.identity and t.compare.sweep.panel in (None, *t.identity), name
 
 
+def test_compare_extras_and_references_live_in_their_stage_package():
+    """A stage's own comparison (Stage.compare_extras) and its lines against published figures (Stage.references)
+    are in its package: the hooks load, the card's template is a file there, and compare_files names a file per
+    extra key beside the points."""
+    assert registry.COMPARE_EXTRAS and registry.REFERENCES
+    for stage in registry.STAGES.values():
+        package = stage.module.rpartition(".")[0]
+        for x in stage.compare_extras:
+            assert x.package == package and x in registry.COMPARE_EXTRAS, (stage.name, x.key)
+            for hook in (x.build, x.lines, x.context):
+                assert hook.module.startswith(package + ".") and callable(hook.load()), hook.target
+            assert (PKG.parent / package.replace(".", "/") / x.template).is_file(), x.include
+        if stage.references:
+            assert stage.references.module.startswith(package + ".") and callable(stage.references.load())
+    files = registry.compare_files("a", "b")
+    keys = [x.key for x in registry.COMPARE_EXTRAS]
+    assert len(set(keys)) == len(keys) and not set(keys) & set(registry.COMPARE_CORE_FILES)
+    assert {k: files[k] for k in keys} == {k: f"{registry.COMPARE_DIR}/a__b_{k}.csv" for k in keys}
+    assert list(files) == ["points", *keys, "provenance", "png", "svg"]
+
+
+def test_a_compare_extra_is_collected_with_its_package_and_a_taken_key_is_refused(tmp_path, monkeypatch):
+    pkg = tmp_path / "planted_extra"
+    pkg.mkdir()
+    body = (
+        "from accelbench.plugin import CompareExtra, Hook, Stage\n"
+        "X = CompareExtra('{key}', build=Hook('planted_extra.c:build'), lines=Hook('planted_extra.c:lines'),\n"
+        "                 context=Hook('planted_extra.c:context'), template='c.html.j2')\n"
+        "PLUGIN = Stage('planted-extra', 'a planted stage', 'device', entry='planted_extra.measure',\n"
+        "               compare_extras=(X,))\n"
+    )
+    (pkg / "__init__.py").write_text(body.format(key="planted"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stages = registry._collect((*registry.PLUGINS, "planted_extra"))[0]
+    (x,) = stages["planted-extra"].compare_extras
+    assert x.package == "planted_extra" and x.include == "planted_extra/c.html.j2"
+    for taken in ("provenance", registry.COMPARE_EXTRAS[0].key):
+        (pkg / "__init__.py").write_text(body.format(key=taken))
+        sys.modules.pop("planted_extra", None)
+        with pytest.raises(ValueError, match=f"planted_extra: compare extra '{taken}' is declared twice"):
+            registry._collect((*registry.PLUGINS, "planted_extra"))
+
+
 def test_compare_covers_every_table_that_declares_it():
     from accelbench.reporting import compare
 

@@ -272,6 +272,27 @@ def test_amp_speedup_and_accuracy_changes_have_intervals(results):
     assert "AMP cpu mlp amp_bf16: speedup 0.42\u00d7" in text
 
 
+def test_compare_extras_write_the_files_compare_files_names_and_read_back(results, tmp_path):
+    """Each stage's own comparison (registry.COMPARE_EXTRAS) goes to the file registry.compare_files names for its
+    key (the AMP one still <stem>_amp.csv, as files written before the plug-in hook), and reads back as written;
+    a missing one reads as empty."""
+    assert {"amp"} <= {x.key for x in registry.COMPARE_EXTRAS}
+    cmp = C.compare_runs(C.load_run(results / "laptop-cpu"), C.load_run(results / "laptop-cpu-1t"))
+    paths = C.write(cmp, tmp_path, plot=False)
+    names = registry.compare_files(cmp.baseline, cmp.candidate)
+    assert names["amp"] == "compare/laptop-cpu__laptop-cpu-1t_amp.csv"
+    back = C.read_comparison(paths["points"])
+    for x in registry.COMPARE_EXTRAS:
+        assert paths[x.key] == tmp_path / Path(names[x.key]).name and paths[x.key].is_file(), x.key
+        built = cmp.extras[x.key]
+        assert len(built) >= 1, x.key  # the fixture runs have something for each extra to compare
+        pd.testing.assert_frame_equal(back.extras[x.key], built, check_dtype=False)
+        assert x.lines.load()(back.extras[x.key]) == x.lines.load()(built)
+        assert set(x.lines.load()(built)) <= set(C.format_table(back).splitlines())
+    paths["amp"].unlink()
+    assert C.read_comparison(paths["points"]).extras["amp"].empty
+
+
 # ---- bad input: exit 2, one line naming the run or file, nothing written --------------------------------------
 
 
@@ -480,4 +501,7 @@ def test_report_section_from_the_written_comparison(groups, tmp_path, capsys):
     page = html.render(ctx)
     assert page.index('id="summary"') < page.index('id="compare"') < page.index('id="environment"')
     assert "<h2>Compared with laptop-cpu+2</h2>" in page
+    card = page[page.index('<div class="card" id="compare-amp">') : page.index("<details", page.index('id="compare"'))]
+    assert card.count("<tr data-workload=") == 4 and page.index('id="compare-provenance"') < page.index(card)
+    assert '<th class="num">laptop-cpu+2</th><th class="num">laptop-cpu-1t+2</th>' in card
     assert html.build_context(agg, tmp_path / "no-plots")["comparison"] is None

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from accelbench import registry
 from accelbench.run import config as cfg
 from accelbench.run.config import ConfigError
 
@@ -527,6 +528,8 @@ def test_snakemake_compare_to_bad_name_and_existing_runs_named(tmp_path):
     proc = snakemake(work, "--cores", "1", "--dry-run", "--config", "run=tuesday", "compare_to=monday")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "compare" in proc.stdout and "results/compare/monday__tuesday.csv" in proc.stdout
+    for path in registry.compare_files("monday", "tuesday").values():  # each stage's own comparison file too
+        assert f"results/{path}" in proc.stdout, path
 
 
 def test_a_plugin_config_section_joins_the_schema_with_its_defaults():
