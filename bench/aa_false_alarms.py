@@ -4,7 +4,7 @@ Makes ``--runs`` (at least 10) separate pipeline runs of one small config on thi
 (``snakemake`` of each run's targets, as ``accelbench ab`` runs a repetition; ids ``aa-01``, ``aa-02``, ...), or
 reads existing ones (``--runs-dir RESULTS`` with ``--ids``, default: every run under it). Each run is loaded once
 and summarised per point by its run median (``accelbench compare``'s points). Then, for each group size k
-(``--sizes``; default 1, 2, 3, the recommended R, ``accelbench.run.ab.DEFAULT_RUNS``, and half the runs, where
+(``--sizes``; default 1, 2, 3, the recommended R, ``accelbench.measure.power.DEFAULT_RUNS``, and half the runs, where
 enough runs exist),
 every split into a baseline group and a disjoint candidate group of k runs each (every ordered pair of disjoint
 k-subsets) is judged point by point with ``measure.runstats.compare_groups`` on log run medians, as ``accelbench
@@ -39,7 +39,7 @@ import pandas as pd
 import yaml
 
 from accelbench import registry
-from accelbench.measure import runstats
+from accelbench.measure import power, runstats
 from accelbench.reporting import compare, history
 from accelbench.run import ab
 from accelbench.run.config import check
@@ -112,7 +112,7 @@ def main() -> None:
     if len(ids) < 4:
         raise SystemExit(f"aa_false_alarms: {len(ids)} finished run(s) under {results}; at least 4 are needed")
     min_effect = compare.DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect
-    sizes = args.sizes or [k for k in dict.fromkeys((1, 2, 3, ab.DEFAULT_RUNS, len(ids) // 2)) if 2 * k <= len(ids)]
+    sizes = args.sizes or [k for k in dict.fromkeys((1, 2, 3, power.DEFAULT_RUNS, len(ids) // 2)) if 2 * k <= len(ids)]
     store = results / registry.HISTORY_FILE
     t0 = time.monotonic()
     runs, index = load(results, ids)
@@ -121,11 +121,14 @@ def main() -> None:
         f"min effect {100 * min_effect:g}%; loaded in {time.monotonic() - t0:.0f} s",
         flush=True,
     )
-    spread = spreads(index)
+    per_point = spreads(index)
+    spread = list(per_point.values())
     print(
         "between-run spread (sd of log run medians over all runs, trusted points): median "
         f"{100 * np.median(spread):.1f}%, largest {100 * np.max(spread):.1f}% over {len(spread)} points"
     )
+    for label, (sd, used) in sorted(per_point.items(), key=lambda kv: kv[1][0]):
+        print(f"  {100 * sd:5.1f}%  {label} ({used} of {len(ids)} runs trusted)")
     rows = []
     for k in sizes:
         splits = list(every_split(len(ids), k))
@@ -173,13 +176,14 @@ def load(results: Path, ids: list[str]):
     return runs, {k: [p[k] for p in per_run] for k in keys}
 
 
-def spreads(index: dict) -> list[float]:
-    out = []
+def spreads(index: dict) -> dict[str, tuple[float, int]]:
+    """Per point (its label): the sd of the log run medians of its trusted runs, and how many runs that is (3+)."""
+    out = {}
     for rows in index.values():
         med = [compare.run_median(r) for r in rows if r["status"] in compare.TRUSTED]
         med = [m for m in med if math.isfinite(m) and m > 0]
         if len(med) >= 3:
-            out.append(float(np.std(np.log(med), ddof=1)))
+            out[compare.point_label(rows[0])] = (float(np.std(np.log(med), ddof=1)), len(med))
     return out
 
 

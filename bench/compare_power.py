@@ -3,10 +3,10 @@ pseudo-replication (treating the timed blocks of one process as independent repl
 
 The earlier version of this bench could not: its "halves" were a random permutation of one run's blocks, which are
 exchangeable by construction whatever the blocks' real dependence, and its "runs" view bootstrapped the blocks of
-one pair of runs, so run-to-run variance never entered (issue 21). Now, from the raw matmul samples of N separate
-runs of one config (measured here: the real ``accelbench matmul`` stage, each run a fresh process, float32 on the
-CPU; or ``--samples`` files from any runs; or ``--simulate``: AR(1) blocks plus a run effect, the model issue 21
-measured), per point:
+one pair of runs, so run-to-run variance never entered (issue 21). Now, from the raw samples of N separate
+runs of one config (measured here: a real stage, ``--stage``, default the first that keeps raw samples, with its
+section of ``--config``, each run a fresh process on the CPU; or ``--samples`` files from any runs; or
+``--simulate``: AR(1) blocks plus a run effect, the model issue 21 measured), per point:
 
 - **halves, random** (the old check, kept as the contrast): one run's blocks split at random into two halves,
   compared with the within-run interval (``measure.ratio``: Hodges-Lehmann with the Mann-Whitney interval, which
@@ -30,8 +30,8 @@ measured), per point:
 Each view also plants a slowdown (the candidate's times, or the second half's, multiplied by 1.05 and 1.10) and
 reports the share found ``slower``. A false alarm is a ``slower`` or ``faster`` verdict at factor 1.
 
-    python bench/compare_power.py [--runs 6] [--sizes 256 512] [--threads 1] [--min-run-time 0.3]
-    python bench/compare_power.py --samples run1/matmul_cpu_samples.parquet run2/... [...]
+    python bench/compare_power.py [--runs 6] [--stage STAGE] [--config bench/aa_config.yaml] [--threads 1]
+    python bench/compare_power.py --samples run1/<stage>_cpu_samples.parquet run2/... [...]
     python bench/compare_power.py --simulate [--runs 10] [--phi 0.3] [--run-sd 0.08] [--block-sd 0.03]
 """
 
@@ -48,13 +48,18 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from accelbench import registry
 from accelbench.measure import ratio as R
+from accelbench.measure.power import DEFAULT_RUNS
 from accelbench.measure.runstats import compare_groups
 from accelbench.run.config import check, config_hash, with_defaults
 from accelbench.run.io import read_parquet
 
+AA_CONFIG = Path(__file__).with_name("aa_config.yaml")
+# the stage measured by default: the first device stage that keeps raw samples (the registry's order)
+FIRST_SAMPLED = next(s.name for s in registry.DEVICE_STAGES if s.name in registry.SAMPLES)
 DEFAULT_MIN_EFFECT = 0.05  # accelbench compare's default noise floor (docs/comparing.md)
 SLOWDOWNS = (1.05, 1.10)
 FACTORS = (1.0, *SLOWDOWNS)
@@ -69,19 +74,12 @@ VIEWS = (
 )
 
 
-def measure(sizes, threads: int, min_run_time: float, runs: int) -> list[dict[str, np.ndarray]]:
-    """The matmul samples of ``runs`` fresh runs of one float32 config on the CPU, one after another."""
-    raw = {
-        "run": "power",
-        "matmul": {
-            "sizes": sizes,
-            "dtypes": ["float32"],
-            "tf32": False,
-            "fp8": False,
-            "min_run_time_s": min_run_time,
-            "point_budget_s": 30.0,
-        },
-    }
+def measure(stage_name: str, config_file: Path, threads: int, runs: int) -> list[dict[str, np.ndarray]]:
+    """The raw samples of ``runs`` fresh runs of one stage on the CPU, one after another: ``accelbench <stage>``
+    with the stage's config section from ``config_file`` (default bench/aa_config.yaml, the A/A config)."""
+    stage = registry.STAGES[stage_name]
+    section = yaml.safe_load(config_file.read_text()).get(stage.config_key or stage.name)
+    raw = {"run": "power", **({stage.config_key: section} if stage.config_key and section else {})}
     check(raw)
     cfg = with_defaults(raw)
     out = []
@@ -100,35 +98,22 @@ def measure(sizes, threads: int, min_run_time: float, runs: int) -> list[dict[st
         )
         for r in range(runs):
             run_dir = Path(tmp) / f"run{r}"
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "accelbench",
-                    "matmul",
-                    "--run-file",
-                    str(run_file),
-                    "--backend",
-                    "cpu",
-                    "--threads",
-                    str(threads),
-                    "--out-dir",
-                    str(run_dir),
-                    "--checkpoint",
-                    str(Path(tmp) / f"ck{r}.jsonl"),
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            out.append(points(read_parquet(run_dir / registry.SAMPLES["matmul"].filename("cpu"))))
+            argv = [sys.executable, "-m", "accelbench", stage.name, "--run-file", str(run_file), "--backend", "cpu"]
+            argv += ["--threads", str(threads), "--out-dir", str(run_dir)]
+            if stage.checkpoint:
+                argv += ["--checkpoint", str(Path(tmp) / f"ck{r}.jsonl")]
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            out.append(points(read_parquet(run_dir / registry.SAMPLES[stage.name].filename("cpu"))))
             print(f"measured run {r + 1}/{runs}", flush=True)
     return out
 
 
 def points(df: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Each matmul point's steady block times, in the order they were timed (``sample``)."""
-    df = df[df["steady"] & (df["table"] == "matmul")]
-    return {p: g.sort_values("sample")["sample_s"].to_numpy(float) for p, g in df.groupby("point")}
+    """Each point's steady block times, in the order they were timed (``sample``), named ``<table> <point>``."""
+    df = df[df["steady"]]
+    return {
+        f"{t} {p}": g.sort_values("sample")["sample_s"].to_numpy(float) for (t, p), g in df.groupby(["table", "point"])
+    }
 
 
 def simulate(runs: int, blocks: int, phi: float, run_sd: float, block_sd: float, rng) -> list[dict[str, np.ndarray]]:
@@ -216,15 +201,25 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=6, help="separate runs to measure or simulate (at least 4)")
-    p.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
+    p.add_argument(
+        "--stage",
+        default=FIRST_SAMPLED,
+        choices=sorted(registry.SAMPLES),
+        help=f"the stage to measure (default {FIRST_SAMPLED}, the first that keeps raw samples)",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=AA_CONFIG,
+        help="a YAML whose section for --stage is measured (default bench/aa_config.yaml, the A/A config)",
+    )
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--min-run-time", type=float, default=0.3)
     p.add_argument(
         "--samples",
         nargs="+",
         default=None,
         metavar="PARQUET",
-        help="the matmul samples files of at least 4 runs of one config instead of measuring",
+        help="the samples files (<stage>_<backend>_samples.parquet) of at least 4 runs of one config instead of measuring",
     )
     p.add_argument("--simulate", action="store_true", help="AR(1) blocks plus a run effect instead of measuring")
     p.add_argument("--blocks", type=int, default=30, help="--simulate: blocks per point")
@@ -252,13 +247,12 @@ def main() -> None:
             f"{args.run_sd}, {args.blocks} blocks"
         )
     else:
-        runs = measure(args.sizes, args.threads, args.min_run_time, args.runs)
-        source = f"{args.runs} measured runs, float32 n={args.sizes}, {args.threads} thread(s)"
+        runs = measure(args.stage, args.config, args.threads, args.runs)
+        source = f"{args.runs} measured runs of {args.stage} ({args.config}), {args.threads} thread(s)"
     if len(runs) < 4:
         sys.exit("compare_power: at least 4 runs (two groups of 2)")
     if not set.intersection(*(set(r) for r in runs)):
-        sys.exit("compare_power: the runs share no matmul point")
-    from accelbench.run.ab import DEFAULT_RUNS
+        sys.exit("compare_power: the runs share no point")
 
     group = args.group or max(2, min(DEFAULT_RUNS, len(runs) // 2))
     table = judge(runs, args.min_effect, group, args.max_splits, rng)

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from accelbench import cli, registry
+from accelbench.measure import power as P
 from accelbench.run import ab
 from accelbench.run.config import ConfigError
 from tiny_config import AB_TINY
@@ -61,11 +62,21 @@ def test_bad_order_arguments(runs, order, key):
 
 def test_default_runs_is_the_power_calculation():
     """DEFAULT_RUNS is the fewest runs a side at which compare_groups finds a planted 10% slowdown 80% of the time at
-    the measured spread: that R reaches it and one run fewer does not."""
-    assert ab.simulated_power(ab.DEFAULT_RUNS, sims=2000) >= ab.POWER
-    assert ab.simulated_power(ab.DEFAULT_RUNS - 1, sims=2000) < ab.POWER
+    the measured spread: that R reaches it and one run fewer does not; ab's --runs default is it."""
+    assert P.simulated_power(P.DEFAULT_RUNS, sims=2000) >= P.POWER
+    assert P.simulated_power(P.DEFAULT_RUNS - 1, sims=2000) < P.POWER
     # and the simulation can fail: at a larger spread the same R falls short
-    assert ab.simulated_power(ab.DEFAULT_RUNS, spread_log_sd=0.08, sims=1000) < ab.POWER
+    assert P.simulated_power(P.DEFAULT_RUNS, spread_log_sd=0.08, sims=1000) < P.POWER
+    assert ab.DEFAULT_RUNS is P.DEFAULT_RUNS
+
+
+def test_the_simulated_false_alarm_rate_of_one_direction_is_at_most_half_alpha():
+    """With no slowdown, the share called slower is one tail of the two-sided test (at most alpha / 2 = 2.5%),
+    less still with the min-effect floor; without the floor it would be about 2.5%."""
+    aa = P.simulated_power(P.DEFAULT_RUNS, slowdown=0.0, sims=4000, seed=1)
+    assert aa <= 0.025
+    bare = P.simulated_power(P.DEFAULT_RUNS, slowdown=0.0, min_effect=0.0, sims=4000, seed=1)
+    assert 0.015 < bare < 0.035
 
 
 # ---------------------------------------------------------------------------------------------- the argv

@@ -40,9 +40,10 @@ sqrt((SS_b + SS_c) / (n_b + n_c - 2)), or the given one.
 - ``inconclusive``: neither, with the reason.
 
 The two are exclusive (slower needs the estimate beyond the margin, same needs the 90% interval inside it).
-At a 5% between-run sd, 6 runs a side find a 10% slowdown about 80% of the time with an A/A false-alarm rate
-at most ``alpha`` (tests/test_runstats.py simulates it); showing "same" within +-5% at that spread needs far
-more runs (the 90% interval's half-width at 6 runs a side is about 5%): docs/comparing.md gives sizes.
+How many runs a side find a given slowdown at a given spread is ``measure.power`` (simulated with this
+function); tests/test_runstats.py checks the false-alarm rate and the power of the default group size in a
+simulation of autocorrelated runs at the measured spread. Showing "same" within +-5% needs a spread well below
+the margin: docs/comparing.md gives sizes.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ from scipy import stats
 ALPHA = 0.05
 METHOD = "welch_t_log_run_medians"
 VERDICTS = ("slower", "faster", "same", "inconclusive")
-DEFAULT_RUNS = 6  # per side: ~80% power against a 10% slowdown at a 5% between-run sd (see ``power``)
 
 
 def margin(min_effect: float) -> tuple[float, float]:
@@ -188,23 +188,3 @@ def compare_groups(
         "tost_p": tost,
         "reason": reason,
     }
-
-
-def power(runs: int, spread_log_sd: float, slowdown: float = 0.10, alpha: float = ALPHA) -> float:
-    """Power of the two-sided Welch test (equal spreads, ``runs`` a side, df 2R-2) against a time ratio of
-    1 + ``slowdown``, from the noncentral t distribution (the estimate-beyond-margin condition aside, which does
-    not bind when the margin is half the effect or less)."""
-    dof = 2 * runs - 2
-    delta = math.log1p(slowdown) / (spread_log_sd * math.sqrt(2.0 / runs))
-    q = float(stats.t.ppf(1 - alpha / 2, dof))
-    return float(stats.nct.sf(q, dof, delta) + stats.nct.cdf(-q, dof, delta))
-
-
-def runs_for_power(
-    spread_log_sd: float, slowdown: float = 0.10, target: float = 0.80, alpha: float = ALPHA, max_runs: int = 200
-) -> int:
-    """The smallest runs per side whose ``power`` reaches ``target``."""
-    for r in range(2, max_runs + 1):
-        if power(r, spread_log_sd, slowdown, alpha) >= target:
-            return r
-    return max_runs

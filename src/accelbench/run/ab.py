@@ -21,8 +21,8 @@ receipt; ``workflow/rules``), so it has its provenance (run.json, devices.json),
 in the next report like any run. Every command is an argv list (no shell); every config value is checked by the
 schema before the first run starts, and a bad one is one line naming the key, exit 2.
 
-R, the runs per side. ``DEFAULT_RUNS`` gives 80% power against a 10% slowdown at the run-to-run spread measured on
-this kind of machine (its comment names the measurement; ``runs_for_power`` is the calculation). ``--runs`` sets
+R, the runs per side. ``measure.power.DEFAULT_RUNS`` gives 80% power against a 10% slowdown at the run-to-run
+spread measured on this kind of machine (``measure.power`` names the measurement and is the calculation). ``--runs`` sets
 it. A repetition that fails (its snakemake exits non-zero) is reported and left out; the others go on, and the
 comparison uses the runs that finished (exit 2 when a side has none).
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import random
 import re
@@ -49,68 +48,15 @@ from pathlib import Path
 import yaml
 
 from .. import registry
+from ..measure.power import DEFAULT_RUNS, MEASURED_SPREAD_LOG_SD, SLOWDOWN
 from .config import ConfigError, check, with_defaults
 from .io import atomic_write_json, atomic_write_text
 
-# Runs per side by default: 80% power against a 10% slowdown at the run-to-run spread measured on this kind of
-# machine. Measured: the run-to-run spread of one small config on a 2-vCPU cloud VM was 2.9% log SD over 12
-# separate runs (issue 21; docs/measurements.md has this and later figures). runs_for_power(SPREAD_LOG_SD) is the
-# smallest R at which compare_groups itself (Welch t on log run medians, the estimate beyond the 5% floor) says
-# "slower" for a planted 10% slowdown in at least 80% of simulated A/B comparisons: 4 (3 gives 74%; the
-# noncentral-t formula runstats.runs_for_power says 3, as it takes df = 2R - 2 where Welch's df is smaller).
-# tests/test_ab.py checks that the constant is that calculation. At a 5% spread the same calculation gives 6.
-SPREAD_LOG_SD = 0.029
-SLOWDOWN = 0.10
-POWER = 0.80
-MIN_EFFECT = 0.05  # accelbench compare's default noise floor (docs/comparing.md)
-DEFAULT_RUNS = 4
 ORDERS = ("alternate", "abba", "random")
 SIDES = (("a", "baseline"), ("b", "candidate"))
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,56}$")  # the run id <name>-a-NN stays within the schema's 64
 AB_DIR = "ab"
 PLAN_FILE = "plan.json"
-
-
-def simulated_power(
-    runs: int,
-    spread_log_sd: float = SPREAD_LOG_SD,
-    slowdown: float = SLOWDOWN,
-    min_effect: float = MIN_EFFECT,
-    sims: int = 4000,
-    seed: int = 0,
-) -> float:
-    """The share of ``sims`` simulated comparisons of ``runs`` runs a side (log run medians normal with sd
-    ``spread_log_sd``; the candidate's ``slowdown`` slower) that ``measure.runstats.compare_groups`` calls
-    ``slower``: the power of the method as it is, Welch's degrees of freedom and the min-effect floor included."""
-    import numpy as np  # lazily: listing the CLI's subcommands must not import numpy or scipy
-
-    from ..measure.runstats import compare_groups  # lazily, as numpy: runstats imports scipy
-
-    rng = np.random.default_rng(seed)
-    delta = math.log1p(slowdown)
-    hits = sum(
-        compare_groups(rng.normal(0.0, spread_log_sd, runs), rng.normal(delta, spread_log_sd, runs), min_effect)[
-            "verdict"
-        ]
-        == "slower"
-        for _ in range(sims)
-    )
-    return hits / sims
-
-
-def runs_for_power(
-    spread_log_sd: float = SPREAD_LOG_SD,
-    slowdown: float = SLOWDOWN,
-    power: float = POWER,
-    min_effect: float = MIN_EFFECT,
-    max_runs: int = 50,
-    sims: int = 4000,
-) -> int:
-    """The fewest runs per side whose ``simulated_power`` reaches ``power``."""
-    for r in range(2, max_runs + 1):
-        if simulated_power(r, spread_log_sd, slowdown, min_effect, sims) >= power:
-            return r
-    raise ValueError(f"no R up to {max_runs} gives {power:.0%} power at a {spread_log_sd:.1%} spread")
 
 
 # ------------------------------------------------------------------------------------------------- the plan
@@ -474,7 +420,7 @@ def add_arguments(p) -> None:
         metavar="R",
         # argparse %-formats help: a literal percent sign is %%
         help=f"runs per side (default {DEFAULT_RUNS}: 80%% power against a {SLOWDOWN * 100:.0f}%% slowdown at "
-        f"the measured run-to-run spread, {SPREAD_LOG_SD * 100:.1f}%% log SD)",
+        f"the measured run-to-run spread, {MEASURED_SPREAD_LOG_SD * 100:.1f}%% log SD)",
     )
     p.add_argument("--order", default="alternate", help=f"{', '.join(ORDERS)} (default: alternate, A B A B ...)")
     p.add_argument("--seed", type=int, default=0, help="the seed of --order random (default 0)")
