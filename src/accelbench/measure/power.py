@@ -53,7 +53,7 @@ def simulated_power(
     direction (an A/A comparison)."""
     import numpy as np  # lazily: see the module doc
 
-    from .runstats import compare_groups
+    from .runstats import compare_groups  # lazily, as numpy: runstats imports scipy
 
     rng = np.random.default_rng(seed)
     delta = math.log1p(slowdown)
