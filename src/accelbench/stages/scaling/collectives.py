@@ -6,7 +6,7 @@ reduced over the ranks before they are used.
 
 For one (collective, S):
 
-1. the rank's memory cap: a point whose buffers (``scaling_stats.collective_buffer_bytes``) exceed half
+1. the rank's memory cap: a point whose buffers (``stats.collective_buffer_bytes``) exceed half
    of the memory free on the rank's device, shared by the ranks on that device, over all ranks the
    smallest, is ``skipped_memory``;
 2. two untimed calls (connection setup, algorithm selection), then one timed call whose slowest rank
@@ -16,7 +16,7 @@ For one (collective, S):
    per call is averaged over the ranks (nccl-tests' default, ``-a 1``); ``calls`` makes a block about
    ``min_run_time_s / 6`` long and at least 6 blocks (up to 50) fill ``min_run_time_s``;
 4. median, IQR and the 95% interval of the median over the blocks (``measure.timing.summarize``),
-   ``algbw``/``busbw`` from the median with nccl-tests' formulas (``scaling_stats``).
+   ``algbw``/``busbw`` from the median with nccl-tests' formulas (``stats``).
 
 ``torch.utils.benchmark`` is not used here, unlike the single-device stages: it picks its block size
 from each process's own clock, so two ranks could run different numbers of calls and wait for each
