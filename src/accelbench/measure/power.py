@@ -89,11 +89,60 @@ def power_table(spreads=(0.02, 0.029, 0.04, 0.05, 0.08), runs=(2, 3, 4, 5, 6, 8,
     return [{"spread_log_sd": s, "runs": r, "power": simulated_power(r, s, sims=sims)} for s in spreads for r in runs]
 
 
-if __name__ == "__main__":  # python -m accelbench.measure.power: the table on docs/comparing.md
-    rows = power_table()
-    runs = sorted({r["runs"] for r in rows})
-    print("| σ (between runs) | " + " | ".join(f"R = {r}" for r in runs) + " |")
-    print("|---|" + "---|" * len(runs))
-    for s in sorted({r["spread_log_sd"] for r in rows}):
-        cells = [f"{100 * r['power']:.0f}%" for r in rows if r["spread_log_sd"] == s]
-        print(f"| {100 * s:g}% | " + " | ".join(cells) + " |")
+def verdict_shares(
+    runs: int = DEFAULT_RUNS,
+    spread_log_sd: float = MEASURED_SPREAD_LOG_SD,
+    slowdown: float = 0.0,
+    min_effect: float = MIN_EFFECT,
+    sims: int = SIMS,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The share of each verdict in ``sims`` simulated comparisons (as ``simulated_power``): with ``slowdown`` 0
+    the A/A case, where slower and faster are false alarms and ``same`` is what a good floor reaches."""
+    import numpy as np  # lazily: see the module doc
+
+    from .runstats import VERDICTS, compare_groups  # lazily, as numpy: runstats imports scipy
+
+    rng = np.random.default_rng(seed)
+    delta = math.log1p(slowdown)
+    words = [
+        compare_groups(rng.normal(0.0, spread_log_sd, runs), rng.normal(delta, spread_log_sd, runs), min_effect)[
+            "verdict"
+        ]
+        for _ in range(sims)
+    ]
+    return {w: words.count(w) / sims for w in VERDICTS}
+
+
+def main(argv=None) -> None:
+    """``python -m accelbench.measure.power``: the power table on docs/comparing.md; with ``--floors``, the verdicts
+    at the default R and the measured spread for each candidate min effect (how the default floor was chosen)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m accelbench.measure.power", description=main.__doc__.splitlines()[0])
+    p.add_argument("--floors", type=float, nargs="*", default=None, help="min effects to tabulate, e.g. 0.03 0.05 0.1")
+    p.add_argument("--sims", type=int, default=SIMS)
+    args = p.parse_args(argv)
+    if args.floors is None:
+        rows = power_table(sims=args.sims)
+        runs = sorted({r["runs"] for r in rows})
+        print("| σ (between runs) | " + " | ".join(f"R = {r}" for r in runs) + " |")
+        print("|---|" + "---|" * len(runs))
+        for s in sorted({r["spread_log_sd"] for r in rows}):
+            cells = [f"{100 * r['power']:.0f}%" for r in rows if r["spread_log_sd"] == s]
+            print(f"| {100 * s:g}% | " + " | ".join(cells) + " |")
+        return
+    print(f"R = {DEFAULT_RUNS} a side, between-run sd {100 * MEASURED_SPREAD_LOG_SD:g}%, {args.sims} comparisons each")
+    print("| min effect | A/A false (slower + faster) | A/A same | A/A inconclusive | +10% found slower |")
+    print("|---|---|---|---|---|")
+    for m in args.floors:
+        aa = verdict_shares(min_effect=m, sims=args.sims)
+        hit = verdict_shares(min_effect=m, slowdown=SLOWDOWN, sims=args.sims)["slower"]
+        print(
+            f"| {100 * m:g}% | {100 * (aa['slower'] + aa['faster']):.1f}% | {100 * aa['same']:.1f}% | "
+            f"{100 * aa['inconclusive']:.1f}% | {100 * hit:.1f}% |"
+        )
+
+
+if __name__ == "__main__":
+    main()
