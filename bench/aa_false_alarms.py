@@ -122,7 +122,7 @@ def main() -> None:
         flush=True,
     )
     per_point = spreads(index)
-    spread = list(per_point.values())
+    spread = [sd for sd, _ in per_point.values()]
     print(
         "between-run spread (sd of log run medians over all runs, trusted points): median "
         f"{100 * np.median(spread):.1f}%, largest {100 * np.max(spread):.1f}% over {len(spread)} points"
