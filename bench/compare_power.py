@@ -52,7 +52,7 @@ import yaml
 
 from accelbench import registry
 from accelbench.measure import ratio as R
-from accelbench.measure.power import DEFAULT_RUNS
+from accelbench.measure.power import DEFAULT_RUNS, MIN_EFFECT
 from accelbench.measure.runstats import compare_groups
 from accelbench.run.config import check, config_hash, with_defaults
 from accelbench.run.io import read_parquet
@@ -60,7 +60,7 @@ from accelbench.run.io import read_parquet
 AA_CONFIG = Path(__file__).with_name("aa_config.yaml")
 # the stage measured by default: the first device stage that keeps raw samples (the registry's order)
 FIRST_SAMPLED = next(s.name for s in registry.DEVICE_STAGES if s.name in registry.SAMPLES)
-DEFAULT_MIN_EFFECT = 0.05  # accelbench compare's default noise floor (docs/comparing.md)
+DEFAULT_MIN_EFFECT = MIN_EFFECT  # accelbench compare's default noise floor (measure.power)
 SLOWDOWNS = (1.05, 1.10)
 FACTORS = (1.0, *SLOWDOWNS)
 VIEWS = (

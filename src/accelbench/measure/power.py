@@ -34,7 +34,9 @@ MEASURED_SPREAD_LOG_SD = 0.030
 MEASURED_LAG1 = 0.3
 SLOWDOWN = 0.10  # the change the default R is sized to find: time x 1.10
 POWER = 0.80  # ... this often
-MIN_EFFECT = 0.05  # accelbench compare's default noise floor (docs/comparing.md)
+# accelbench compare's default noise floor: the largest that keeps the power against SLOWDOWN at the measured
+# spread and default R, and reaches "same" in a third of A/A comparisons (main --floors; docs/measurements.md)
+MIN_EFFECT = 0.05
 DEFAULT_RUNS = 4  # runs_for_power(MEASURED_SPREAD_LOG_SD); tests/test_ab.py checks it
 SIMS = 4000  # simulated comparisons per figure: a standard error of at most 0.8 percentage points
 
@@ -118,7 +120,7 @@ def verdict_shares(
 def main(argv=None) -> None:
     """``python -m accelbench.measure.power``: the power table on docs/comparing.md; with ``--floors``, the verdicts
     at the default R and the measured spread for each candidate min effect (how the default floor was chosen)."""
-    import argparse
+    import argparse  # only for the command line
 
     p = argparse.ArgumentParser(prog="python -m accelbench.measure.power", description=main.__doc__.splitlines()[0])
     p.add_argument("--floors", type=float, nargs="*", default=None, help="min effects to tabulate, e.g. 0.03 0.05 0.1")

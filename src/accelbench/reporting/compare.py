@@ -54,12 +54,13 @@ from ..columns import COMPARABLE
 from ..measure import ratio as R
 from ..measure import runstats as RS
 from ..measure import samples as sample_table
+from ..measure.power import MIN_EFFECT
 from ..run.config import run_config
 from ..run.io import atomic_write_csv, read_parquet
 from .aggregate import Problems, read_checked_csv
 
 # The default noise floor: docs/comparing.md says how it was chosen from bench/run_to_run_spread.py.
-DEFAULT_MIN_EFFECT = 0.05
+DEFAULT_MIN_EFFECT = MIN_EFFECT  # the noise floor (measure.power says how it was chosen)
 COMPARED_TABLES = registry.COMPARED_TABLES  # every table that declares what compare matches (Table.compare)
 TRUSTED = COMPARABLE  # any other status makes the verdict inconclusive (unstable: by the definition)
 # regressions first; matched points that neither run measured (unsupported, skipped_budget) last

@@ -27,8 +27,9 @@ import pandas as pd
 from .. import registry
 from ..columns import COMPARABLE
 from ..measure import samples as sample_table
+from ..measure.power import MIN_EFFECT
 
-DEFAULT_MIN_EFFECT = 0.05  # as accelbench compare's noise floor (docs/comparing.md)
+DEFAULT_MIN_EFFECT = MIN_EFFECT  # accelbench compare's noise floor (measure.power says how it was chosen)
 MIN_SEGMENT = 2  # runs per segment: one run alone is an outlier, not a level
 MIN_SPREAD_RUNS = 3
 EXACT_TAIL = 100  # the latest runs of a series searched run by run

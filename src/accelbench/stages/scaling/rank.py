@@ -252,7 +252,9 @@ def _env_int(name: str, default: int | None = None) -> int:
     value = os.environ.get(name)
     if value is None:
         if default is None:
-            raise SystemExit(f"accelbench.stages.scaling.rank: {name} is not set: start this module with torch.distributed.run")
+            raise SystemExit(
+                f"accelbench.stages.scaling.rank: {name} is not set: start this module with torch.distributed.run"
+            )
         return default
     return int(value)
 
