@@ -104,8 +104,7 @@ def test_search_and_bandwidth_values_plausible(tiny_run):
     # a search that converged confirmed its finalists; one the budget stopped says so (the budget's enforcement
     # is tested against a fake clock in tests/test_shape_search.py: wall time is no assertion here)
     stop = set(search["stop_reason"])
-    assert stop <= {"converged", "budget"}, stop
-    assert "confirm" in set(search["phase"]) or stop == {"budget"}
+    assert "confirm" in set(search["phase"]) or stop == {"budget"}, stop
     best = search[search["best"]]
     assert len(best) == 1 and best["tflops"].iloc[0] > 0
     assert best["tflops_ci95_low"].iloc[0] <= best["tflops"].iloc[0] <= best["tflops_ci95_high"].iloc[0]
