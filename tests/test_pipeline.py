@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from accelbench import backends, registry
+from accelbench.measure import blocks
 from accelbench.run import launch
 from tiny_config import SCALING_ON, TINY
 from workflow_runner import run_snakemake
@@ -84,7 +85,13 @@ def test_matmul_values_plausible(tiny_run):
     # tflops is 2mnk / median_s, in units of 1e12 FLOP/s
     expected = 2 * fp32["m"].astype(float) * fp32["n"] * fp32["k"] / fp32["median_s"] / 1e12
     assert ((fp32["tflops"] - expected).abs() <= 1e-6 * expected).all()
-    assert (fp32["ci95_low_s"] <= fp32["median_s"]).all() and (fp32["median_s"] <= fp32["ci95_high_s"]).all()
+    # an interval exists from ORDER_MIN timed blocks on (a loaded machine may time fewer in min_run_time_s)
+    timed = fp32["blocks"] >= blocks.ORDER_MIN
+    with_ci = fp32[timed]
+    assert (with_ci["ci95_low_s"] <= with_ci["median_s"]).all() and (
+        with_ci["median_s"] <= with_ci["ci95_high_s"]
+    ).all()
+    assert fp32[~timed][["ci95_low_s", "ci95_high_s"]].isna().all().all()
     assert (fp32["rel_error"] < fp32["rel_error_max"]).all()
     assert (df["threads"] == 2).all()
 
@@ -93,11 +100,15 @@ def test_matmul_values_plausible(tiny_run):
 def test_search_and_bandwidth_values_plausible(tiny_run):
     run = tiny_run / "results" / "tiny"
     search = pd.read_csv(run / "matmul_search_cpu.csv")
-    assert (search["grid_points"] == 8).all() and set(search["phase"]) >= {"coarse", "confirm"}
+    assert (search["grid_points"] == 8).all() and "coarse" in set(search["phase"])
+    # a search that converged confirmed its finalists; one the budget stopped says so (the budget's enforcement
+    # is tested against a fake clock in tests/test_shape_search.py: wall time is no assertion here)
+    stop = set(search["stop_reason"])
+    assert "confirm" in set(search["phase"]) or stop == {"budget"}, stop
     best = search[search["best"]]
     assert len(best) == 1 and best["tflops"].iloc[0] > 0
     assert best["tflops_ci95_low"].iloc[0] <= best["tflops"].iloc[0] <= best["tflops_ci95_high"].iloc[0]
-    assert (search["search_s"] <= TINY["matmul"]["search"]["budget_s"] + 5).all()
+    assert (search["budget_s"] == TINY["matmul"]["search"]["budget_s"]).all() and (search["search_s"] > 0).all()
     bw = pd.read_csv(run / "membw_cpu.csv")
     triad = bw[(bw["kernel"] == "triad") & bw["status"].isin(["ok", "unstable"])]
     assert len(triad) and (triad["gbps"] > 0).all() and (triad["gbps_ci95_low"] <= triad["gbps"]).all()
