@@ -4,9 +4,9 @@ pseudo-replication (treating the timed blocks of one process as independent repl
 The earlier version of this bench could not: its "halves" were a random permutation of one run's blocks, which are
 exchangeable by construction whatever the blocks' real dependence, and its "runs" view bootstrapped the blocks of
 one pair of runs, so run-to-run variance never entered (issue 21). Now, from the raw samples of N separate
-runs of one config (measured here: a real stage, ``--stage``, default the first that keeps raw samples, with its
-section of ``--config``, each run a fresh process on the CPU; or ``--samples`` files from any runs; or
-``--simulate``: AR(1) blocks plus a run effect, the model issue 21 measured), per point:
+runs of one config (measured here: a real stage, ``--stage``, default the first sampled stage that sweeps its
+points, with its section of ``--config``, each run a fresh process on the CPU; or ``--samples`` files from any
+runs; or ``--simulate``: AR(1) blocks plus a run effect, the model issue 21 measured), per point:
 
 - **halves, random** (the old check, kept as the contrast): one run's blocks split at random into two halves,
   compared with the within-run interval (``measure.ratio``: Hodges-Lehmann with the Mann-Whitney interval, which
@@ -58,8 +58,11 @@ from accelbench.run.config import check, config_hash, with_defaults
 from accelbench.run.io import read_parquet
 
 AA_CONFIG = Path(__file__).with_name("aa_config.yaml")
-# the stage measured by default: the first device stage that keeps raw samples (the registry's order)
-FIRST_SAMPLED = next(s.name for s in registry.DEVICE_STAGES if s.name in registry.SAMPLES)
+# the stage measured by default: the first whose compared table is a sweep (several points of many timed blocks each;
+# a one-point stage such as the warm-up call says little about blocks against runs)
+FIRST_SAMPLED = next(
+    t.stage for t in registry.TABLES.values() if t.samples and t.compare is not None and t.compare.sweep is not None
+)
 DEFAULT_MIN_EFFECT = MIN_EFFECT  # accelbench compare's default noise floor (measure.power)
 SLOWDOWNS = (1.05, 1.10)
 FACTORS = (1.0, *SLOWDOWNS)
@@ -205,7 +208,7 @@ def main() -> None:
         "--stage",
         default=FIRST_SAMPLED,
         choices=sorted(registry.SAMPLES),
-        help=f"the stage to measure (default {FIRST_SAMPLED}, the first that keeps raw samples)",
+        help=f"the stage to measure (default {FIRST_SAMPLED}, the first sampled stage that sweeps its points)",
     )
     p.add_argument(
         "--config",

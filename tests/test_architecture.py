@@ -315,7 +315,7 @@ def test_a_compare_extra_is_collected_with_its_package_and_a_taken_key_is_refuse
     for taken in ("provenance", registry.COMPARE_EXTRAS[0].key):
         (pkg / "__init__.py").write_text(body.format(key=taken))
         sys.modules.pop("planted_extra", None)
-        with pytest.raises(ValueError, match=f"planted_extra: compare extra '{taken}' is declared twice"):
+        with pytest.raises(ValueError, match=f"planted_extra: compare extra '{taken}' is taken"):
             registry._collect((*registry.PLUGINS, "planted_extra"))
 
 

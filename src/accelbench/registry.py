@@ -243,7 +243,10 @@ def _collect(plugin_names: tuple[str, ...] = PLUGINS):
     for plugin in (*CORE_BEFORE, *plugins, *CORE_AFTER):
         for x in plugin.compare_extras:
             if x.key in extras:
-                raise ValueError(f"{packages.get(plugin.name, plugin.name)}: compare extra {x.key!r} is declared twice")
+                raise ValueError(
+                    f"{packages.get(plugin.name, plugin.name)}: compare extra {x.key!r} is taken (compare's own files: "
+                    f"{', '.join(COMPARE_CORE_FILES)}; and the extras declared before it)"
+                )
             extras.add(x.key)
         stages[plugin.name] = dataclasses.replace(
             plugin,
