@@ -48,13 +48,11 @@ def simulated_power(
     min_effect: float = MIN_EFFECT,
     sims: int = SIMS,
     seed: int = 0,
-    candidate_runs: int | None = None,
 ) -> float:
-    """The share of ``sims`` simulated comparisons of ``runs`` baseline runs against ``candidate_runs`` (default:
-    as many) candidate runs, log run medians normal with sd ``spread_log_sd`` and the candidate ``slowdown``
-    slower, that ``compare_groups`` calls ``slower``. With ``slowdown`` 0 it is the false-alarm rate of one
+    """The share of ``sims`` simulated comparisons of ``runs`` runs a side, log run medians normal with sd
+    ``spread_log_sd`` and the candidate ``slowdown`` slower, that ``compare_groups`` calls ``slower``. With ``slowdown`` 0 it is the false-alarm rate of one
     direction (an A/A comparison)."""
-    return verdict_shares(runs, spread_log_sd, slowdown, min_effect, sims, seed, candidate_runs)["slower"]
+    return verdict_shares(runs, spread_log_sd, slowdown, min_effect, sims, seed)["slower"]
 
 
 def runs_for_power(
@@ -85,7 +83,6 @@ def verdict_shares(
     min_effect: float = MIN_EFFECT,
     sims: int = SIMS,
     seed: int = 0,
-    candidate_runs: int | None = None,
 ) -> dict[str, float]:
     """The share of each verdict in ``sims`` simulated comparisons (as ``simulated_power``): with ``slowdown`` 0
     the A/A case, where slower and faster are false alarms and ``same`` is what a good floor reaches."""
@@ -95,9 +92,8 @@ def verdict_shares(
 
     rng = np.random.default_rng(seed)
     delta = math.log1p(slowdown)
-    nc = runs if candidate_runs is None else candidate_runs
     words = [
-        compare_groups(rng.normal(0.0, spread_log_sd, runs), rng.normal(delta, spread_log_sd, nc), min_effect)[
+        compare_groups(rng.normal(0.0, spread_log_sd, runs), rng.normal(delta, spread_log_sd, runs), min_effect)[
             "verdict"
         ]
         for _ in range(sims)
