@@ -146,6 +146,10 @@ def test_load_fills_every_default(tmp_path):
         ({"run": "x; rm -rf ~"}, "run", "letters, digits"),
         ({"run": "r1\n"}, "run", "letters, digits"),
         ({"run": "../etc"}, "run", "letters, digits"),
+        ({"run": "$(touch pwned)"}, "run", "contains '$'"),
+        ({"run": "r1; touch pwned"}, "run", "contains ';'"),
+        ({"container": {"images": {"cpu": "img`touch pwned`"}}}, "container.images.cpu", "contains '`'"),
+        ({"amp": {"mlp": {"hiden": 8}}}, "amp.mlp: unknown key(s) 'hiden'", "hidden, layers"),
         ({"container": {"images": {"cpu": "img:1 && reboot"}}}, "container.images.cpu", "letters, digits"),
         (
             {"container": {"build_args": {"cpu": {"PIP": "x; curl evil"}}}},
@@ -389,24 +393,14 @@ def assert_config_error(proc: subprocess.CompletedProcess, work: Path, *needles:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
+    # Every message is checked in-process by test_bad_value_names_key_and_allowed (milliseconds a case);
+    # a real snakemake costs seconds a case, so here one case a kind of failure: a wrong type, an
+    # unknown key, a shell metacharacter (and that nothing ran it)
     "text,needles",
     [
         ("seed: zero\n", ["seed: 'zero' has the wrong type; expected integer"]),
-        ("matmul:\n  sizes: [256, -1]\n", ["matmul.sizes[1]: -1 is out of range; allowed: >= 1"]),
-        (
-            "matmul:\n  dtypes: [float64]\n",
-            ["matmul.dtypes[0]", "allowed: float32, tf32, bfloat16, float16, float8_e4m3fn"],
-        ),
-        ("backends: [cpu, npu]\n", ["backends[1]", "allowed: cpu, cuda, rocm, mps, xla"]),
-        ("backends: []\n", ["backends: must not be empty"]),
         ("backend: [cpu]\n", ["config: unknown key(s) 'backend'", "allowed: amp, "]),
-        ("amp:\n  mlp:\n    hiden: 8\n", ["amp.mlp: unknown key(s) 'hiden'", "allowed: hidden, layers"]),
-        ("run: 'r1; touch pwned'\n", ["run: 'r1; touch pwned' is not allowed (contains ';')"]),
         ("run: '$(touch pwned)'\n", ["run:", "contains '$'"]),
-        (
-            "container:\n  runtime: docker\n  images:\n    cpu: 'img`touch pwned`'\n",
-            ["container.images.cpu:", "contains '`'"],
-        ),
     ],
 )
 def test_snakemake_bad_configfile_one_line_no_job(tmp_path, text, needles):

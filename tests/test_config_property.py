@@ -369,6 +369,11 @@ def test_invalid_configs_name_the_key(case):
 # example is printed as drawn
 SNAKEMAKE_PHASES = [Phase.explicit, Phase.reuse, Phase.generate]
 SNAKEMAKE_CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+# 3-4 s a call: the in-process properties above draw hundreds of configs; these check that what passes or
+# fails there passes or fails the real command the same way, which a few draws a run show (each CI run
+# draws new ones)
+VALID_DAG_EXAMPLES = 8
+INVALID_STOP_EXAMPLES = 4
 
 
 def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
@@ -399,7 +404,9 @@ def expected_run_id(config: dict) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS)
+@settings(
+    max_examples=VALID_DAG_EXAMPLES, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS
+)
 @given(config=VALID)
 @example(config={"run": "candidate", "compare_to": "baseline"})  # the compare step, whatever the draws
 def test_valid_config_gives_dag(tmp_path_factory, config):
@@ -437,7 +444,9 @@ def test_valid_config_gives_dag(tmp_path_factory, config):
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS)
+@settings(
+    max_examples=INVALID_STOP_EXAMPLES, deadline=None, phases=SNAKEMAKE_PHASES, suppress_health_check=SNAKEMAKE_CHECKS
+)
 @given(case=invalid())
 def test_invalid_config_stops_snakemake_with_one_line(tmp_path_factory, case):
     config, starts, contains = case

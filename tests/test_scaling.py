@@ -744,7 +744,11 @@ SCALING_WORKLOADS_AMP = {
         "seq_len": 16,
         "vocab_size": 16,
     },
-    "resnet": {**SMALL_TRAINING, "batch_size": 16, "width": 4, "image_size": 16, "n_classes": 4},
+    # 32² images (the small preset's): at 16² the last two stages are 1x1, and torch 2.13's bf16 CPU convolution
+    # (oneDNN, on a host with AVX-512 BF16 and AMX) returned a non-finite weight gradient in blocks.3.conv2 in 11 of
+    # 150 seeded first steps of a batch of 8 (0 of 20 with ONEDNN_MAX_CPU_ISA=AVX2; 0 of 300 at 32²). The stage
+    # records such a trial as status nan, correctly, but this test is about the world, not that kernel
+    "resnet": {**SMALL_TRAINING, "batch_size": 16, "width": 4, "image_size": 32, "n_classes": 4},
 }
 
 
