@@ -24,7 +24,7 @@ import pytest
 from accelbench import registry
 from accelbench.run import containers as C
 from accelbench.run.config import ConfigError, with_defaults
-from tiny_config import AB_TINY, TINY
+from tiny_config import PLACEMENT_TINY, TINY
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -796,12 +796,9 @@ def test_apptainer_runs_every_device_stage_of_every_backend_in_its_image(tmp_pat
         Path(path).write_bytes(b"")
     work = tmp_path / "work"
     work.mkdir()
-    config = tiny(runtime="apptainer", images=images)
-    config["backends"] = ["cpu", "cuda"]
-    # where each stage runs is checked, not what it measures: the smallest sweeps (the search stays on: switched
-    # off, it writes no row)
-    config.update(copy.deepcopy({k: AB_TINY[k] for k in ("amp", "attention")}))
-    config["matmul"] = {**copy.deepcopy(AB_TINY["matmul"]), "sizes": [64], "search": config["matmul"]["search"]}
+    # where each stage runs is checked, not what it measures: the smallest sweeps
+    config = {**copy.deepcopy(PLACEMENT_TINY), "backends": ["cpu", "cuda"]}
+    config["container"] = {"runtime": "apptainer", "images": images}
     proc = snakemake(
         work, config, "--profile", str(REPO / "profiles" / "apptainer-cuda"), "--cores", "2", env=env, timeout=900
     )

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from accelbench import registry
-from tiny_config import TINY
+from tiny_config import PLACEMENT_TINY, TINY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -205,7 +205,7 @@ def find_key(obj, key):
 def slurm_run(slurm_cluster, tmp_path_factory):
     """The whole tiny pipeline, every job through sbatch."""
     work = tmp_path_factory.mktemp("slurm-run")
-    config = copy.deepcopy(TINY)
+    config = copy.deepcopy(PLACEMENT_TINY)  # the submission is checked, not what the stages measure
     config.update(run="slurm", backends=["cpu", "cuda"])
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     profile = make_profile(work)

@@ -79,3 +79,10 @@ AB_TINY = {
         }
     },
 }
+
+# The smallest whole config, for tests that check where each stage runs (in an image, as a cluster job), not what it
+# measures: AB_TINY's sweeps with float32 matmul at one size, the search kept on (switched off it writes no row).
+PLACEMENT_TINY = {
+    **AB_TINY,
+    "matmul": {**AB_TINY["matmul"], "sizes": [64], "search": TINY["matmul"]["search"]},
+}
