@@ -109,7 +109,7 @@ def work(tmp_path_factory):
 def pipeline(work: Path, run: str, threads: int, compare_to: str = "", report: bool = False) -> None:
     """One real run. Without ``report``, snakemake's target is the run's history receipt: every stage and the
     history store (what ``accelbench compare`` reads), but not the aggregate, plots and report, which go over
-    every run under results/ and so cost more with each run made (20-40 s here); the report is checked once."""
+    every run under results/ and so cost more with each run made; the report is checked once."""
     config = {**CONFIG, "run": run, "cpu_threads": threads}
     extra = ("--config", f"compare_to={compare_to}") if compare_to else ()
     target = () if report else (f"{registry.RESULTS}/{run}/{registry.HISTORY_RECEIPT}",)
